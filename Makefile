@@ -1,0 +1,119 @@
+# crunchd — `make help` lists the targets.
+#
+# The CUDA backend is compiled in when nvcc is found (NVCC=... to point elsewhere, NVCC= to
+# leave it out); otherwise the build is CPU-only and says so.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+BUILD    ?= build
+PORT     ?= 8080
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),)
+CUDA_ARCH ?= sm_90
+PYTHON   ?= python3
+VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+CC       ?= gcc
+CSTD     := -std=c11 -D_GNU_SOURCE
+WARN     := -Wall -Wextra -Werror
+OPT      ?= -O2 -g
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(SAN) -I. -DCRUNCHD_VERSION='"$(VERSION)"' $(CUDA_DEF)
+LIBS     := -lmicrohttpd -lcjson -luuid -lopenblas -lpthread -lm
+
+ifneq ($(NVCC),)
+  CUDA_DEF  := -DCRUNCHD_HAVE_CUDA
+  CUDA_SRC  := $(wildcard kernels/cuda/*.cu)
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
+  NVFLAGS   := -O3 -std=c++17 -arch=$(CUDA_ARCH) -lineinfo -I. -DCRUNCHD_HAVE_CUDA \
+               -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings
+else
+  CUDA_DEF  :=
+  CUDA_SRC  :=
+  CUDA_LIBS :=
+endif
+
+KERNEL_C   := kernels/backend.c $(wildcard kernels/cpu/*.c)
+SERVER_C   := $(filter-out server/main.c,$(wildcard server/*.c))
+KERNEL_OBJ := $(KERNEL_C:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+SERVER_OBJ := $(SERVER_C:%.c=$(BUILD)/%.o)
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+GPU_SRC    := $(wildcard tests/gpu/*.cu)
+GPU_BIN    := $(if $(NVCC),$(GPU_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu_%))
+BENCH_SRC  := $(wildcard bench/*.cu)
+BENCH_BIN  := $(if $(NVCC),$(BENCH_SRC:bench/%.cu=$(BUILD)/bench/%))
+
+.PHONY: help deps build run test test-unit test-http test-asan test-gpu bench clean install
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+deps: ## install what is missing (apt-get, pip); sudo when not root
+	@scripts/deps.sh
+
+build: $(BUILD)/crunchd $(UNIT_BIN) $(GPU_BIN) $(BENCH_BIN) ## build the daemon and its tests
+	@if [ -n "$(NVCC)" ]; then echo "built crunchd with the CUDA and CPU backends ($(CUDA_ARCH))"; \
+	 else echo "nvcc not found: built crunchd with the CPU backend only"; fi
+
+run: deps build ## build and start the daemon on :$(PORT) (cuda if a GPU answers, else cpu)
+	$(BUILD)/crunchd --port $(PORT) --backend auto
+
+test: deps build ## every test this machine can run (unit, HTTP, ASan+UBSan HTTP)
+	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-http
+	@$(MAKE) --no-print-directory test-asan
+
+test-unit: $(UNIT_BIN) ## C unit tests
+	@set -e; pass=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t; pass=$$((pass+1)); done; \
+	 echo "unit: $$pass passed, 0 failed"
+
+test-http: $(BUILD)/crunchd ## pytest black-box tests against a real daemon (CRUNCHD_BACKEND=cpu|cuda)
+	CRUNCHD_BIN=$(abspath $(BUILD)/crunchd) $(PYTHON) -m pytest -q tests/http $(PYTEST_ARGS)
+
+test-asan: ## the HTTP tests against an ASan+UBSan build of the daemon (CPU backend)
+	@$(MAKE) --no-print-directory BUILD=build-asan NVCC= OPT="-O1 -g -fno-omit-frame-pointer" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" build-asan/crunchd
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  CRUNCHD_BIN=$(abspath build-asan/crunchd) $(PYTHON) -m pytest -q tests/http $(PYTEST_ARGS)
+
+test-gpu: build ## on a GPU machine: kernel correctness, then the HTTP tests on the cuda backend
+	@set -e; for t in $(GPU_BIN); do echo "== $$t"; $$t; done
+	CRUNCHD_BACKEND=cuda CRUNCHD_BIN=$(abspath $(BUILD)/crunchd) $(PYTHON) -m pytest -q tests/http $(PYTEST_ARGS)
+
+bench: build ## on a GPU machine: kernel sweep vs cuBLAS/CUB -> bench/results/
+	@scripts/bench.sh $(BUILD)
+
+clean: ## remove build outputs
+	rm -rf build build-asan
+
+install: $(BUILD)/crunchd ## install the binary under $(DESTDIR)$(PREFIX)
+	install -D -m 0755 $(BUILD)/crunchd $(DESTDIR)$(PREFIX)/bin/crunchd
+
+$(BUILD)/crunchd: $(BUILD)/server/main.o $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
+	$(CC) $(SAN) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+
+$(BUILD)/libcrunchkernels.a: $(KERNEL_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/tests/%: tests/unit/%.c $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+
+$(BUILD)/tests/gpu_%: tests/gpu/%.cu $(BUILD)/libcrunchkernels.a
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $^ -lcublas -lopenblas
+
+$(BUILD)/bench/%: bench/%.cu $(BUILD)/libcrunchkernels.a
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $^ -lcublas -lopenblas
+
+$(BUILD)/%.o: %.c $(wildcard kernels/*.h kernels/*/*.h server/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c -o $@ $<
+
+$(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.cuh kernels/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<

@@ -1,0 +1,137 @@
+/* The compute backend interface: the only door from server/ to the hardware.
+ *
+ * kernels/ knows nothing of HTTP or JSON. A task is plain data in host memory; a worker
+ * (one per CUDA stream, or one per CPU thread) runs it and fills a result. Backends report
+ * failures as cr_status values the server maps to HTTP codes. */
+#ifndef CRUNCHD_BACKEND_H
+#define CRUNCHD_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { CR_OP_GEMM, CR_OP_ATA, CR_OP_HISTOGRAM, CR_OP_COUNT } cr_op;
+
+/* Element types. Matrices: F32, F64. Histogram data: any of them. */
+typedef enum {
+    CR_DT_F32, CR_DT_F64, CR_DT_U8, CR_DT_I8, CR_DT_U16, CR_DT_I16,
+    CR_DT_U32, CR_DT_I32, CR_DT_I64, CR_DT_U64, CR_DT_COUNT
+} cr_dtype;
+#define CR_DT_BIT(d) (1u << (d))
+
+/* "fp32" is exact IEEE single; "tf32" allows tensor cores that round inputs to 10-bit mantissa. */
+typedef enum { CR_PREC_DEFAULT, CR_PREC_TF32 } cr_precision;
+
+typedef enum {
+    CR_OK = 0,
+    CR_E_INVALID,     /* request is well-formed but asks for the impossible: 400 */
+    CR_E_SHAPE,       /* shapes do not conform: 422 */
+    CR_E_UNSUPPORTED, /* kernel does not handle this dtype/precision: 400 */
+    CR_E_NOMEM_HOST,  /* host allocation failed: 503 */
+    CR_E_NOMEM_DEVICE,/* does not fit device memory: 507 */
+    CR_E_CANCELLED,   /* cancelled by client or deadline: 499/504 decided by the engine */
+    CR_E_FATAL,       /* sticky device error: device unusable, process must restart */
+    CR_E_INTERNAL     /* a bug: 500 */
+} cr_status;
+
+const char *cr_status_name(cr_status s);
+const char *cr_dtype_name(cr_dtype d);
+size_t cr_dtype_size(cr_dtype d);
+const char *cr_op_name(cr_op op);
+
+/* C(m×n) = alpha·op(A)·op(B) + beta·C. All row-major and densely packed as stored:
+ * A is m×k (k×m when trans_a), B is k×n (n×k when trans_b), C is m×n.
+ * c_in may be NULL (treated as zeros); c_out is written. dtype: F32 or F64. */
+typedef struct {
+    int64_t m, n, k;
+    bool trans_a, trans_b;
+    double alpha, beta;
+    const void *a, *b, *c_in;
+    void *c_out;
+} cr_gemm_task;
+
+/* C(n×n) = AᵀA for A of m×n stored row-major (trans_a: A is stored as its transpose, n×m,
+ * which is how a Fortran-ordered array arrives). The full symmetric matrix is written. */
+typedef struct {
+    int64_t m, n;
+    bool trans_a;
+    const void *a;
+    void *c_out;
+} cr_ata_task;
+
+/* numpy.histogram semantics: `bins` equal bins over [lo, hi], last bin closed, values outside
+ * (and NaN) ignored. For U8 with bins == 256 and lo == 0, hi == 256 every byte is its own bin. */
+typedef struct {
+    int64_t count;      /* number of elements */
+    const void *data;
+    int32_t bins;
+    double lo, hi;
+    uint64_t *counts;   /* bins entries, written */
+} cr_hist_task;
+
+typedef struct {
+    cr_op op;
+    cr_dtype dtype;
+    cr_precision precision;
+    const char *kernel; /* a name from the backend's kernel list; never "auto"/"all" here */
+    union { cr_gemm_task gemm; cr_ata_task ata; cr_hist_task hist; } u;
+    /* Polled between phases; a backend may stop early and return CR_E_CANCELLED. */
+    const volatile int *cancel;
+} cr_task;
+
+typedef struct {
+    double h2d_ms, kernel_ms, d2h_ms; /* 0 where a phase does not exist (CPU) */
+    char device[128];                 /* where it ran, for the response */
+    int device_index;
+} cr_timings;
+
+typedef struct {
+    const char *name;
+    cr_op op;
+    uint32_t dtypes;        /* CR_DT_BIT mask of supported input dtypes */
+    bool tf32;              /* needs precision "tf32" (and only runs under it) */
+    bool reference;         /* the backend's reference for this op: "all" mode compares to it */
+    const char *summary;
+} cr_kernel_info;
+
+typedef struct {
+    char name[128];
+    int index;
+    uint64_t memory_total, memory_free;
+    int multiprocessors;
+    int cc_major, cc_minor;
+} cr_device_info;
+
+typedef struct cr_worker cr_worker;
+typedef struct cr_backend cr_backend;
+
+struct cr_backend {
+    const char *name;   /* "cpu" or "cuda" */
+    /* Prepares devices; workers_per_device may be ignored (CPU). Returns CR_OK or why not. */
+    cr_status (*init)(int workers_per_device, char *err, size_t errlen);
+    void (*shutdown)(void);
+    int (*device_count)(void);
+    cr_status (*device_info)(int index, cr_device_info *out);
+    const cr_kernel_info *(*kernels)(size_t *count);
+    /* A worker owns a device's stream, handles and staging; it is used by one thread at a time. */
+    cr_status (*worker_create)(int device, cr_worker **out, char *err, size_t errlen);
+    void (*worker_destroy)(cr_worker *w);
+    /* Runs one task synchronously on the worker. On failure, err says why (for the client). */
+    cr_status (*run)(cr_worker *w, const cr_task *t, cr_timings *tm, char *err, size_t errlen);
+    /* Bytes of device memory a task needs, to pick a device that can hold it (0 on CPU). */
+    uint64_t (*task_device_bytes)(const cr_task *t);
+};
+
+extern const cr_backend cr_backend_cpu;
+#ifdef CRUNCHD_HAVE_CUDA
+extern const cr_backend cr_backend_cuda;
+#endif
+
+/* Lookup in a backend's kernel list; NULL when no such kernel for that op. */
+const cr_kernel_info *cr_find_kernel(const cr_backend *b, cr_op op, const char *name);
+
+/* Floating-point operations a task performs (for GFLOP/s), and bytes it reads (for GB/s). */
+double cr_task_flops(const cr_task *t);
+double cr_task_bytes(const cr_task *t);
+
+#endif

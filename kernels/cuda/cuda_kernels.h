@@ -1,0 +1,41 @@
+/* Launchers of our own CUDA kernels, shared between the kernel files, the cuda backend, the GPU
+ * tests and the benchmarks. Every launcher is asynchronous on `s`, takes device pointers in the
+ * row-major layout of kernels/backend.h, handles any size (1, odd, prime, non-multiples of the
+ * tile, K=1) and returns the launch's cudaError_t (cudaErrorNotSupported for a dtype it lacks). */
+#ifndef CRUNCHD_CUDA_KERNELS_H
+#define CRUNCHD_CUDA_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* C(m×n) = alpha·op(A)·op(B) + beta·C; c holds the input C on entry when beta != 0.
+ * A is m×k (k×m when trans_a), B is k×n (n×k when trans_b), all row-major, dense. */
+typedef struct {
+    int64_t m, n, k;
+    bool trans_a, trans_b;
+    double alpha, beta;
+    const void *a, *b;
+    void *c;
+} cr_gemm_dev;
+
+typedef cudaError_t (*cr_gemm_launcher)(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+
+cudaError_t cr_cuda_gemm_naive(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+cudaError_t cr_cuda_gemm_regtile(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+cudaError_t cr_cuda_gemm_smem(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+cudaError_t cr_cuda_gemm_blocktile(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+cudaError_t cr_cuda_gemm_vec(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+cudaError_t cr_cuda_gemm_dbuf(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
