@@ -5,6 +5,30 @@
 
 #include <stdarg.h>
 
+/* The codes, one vocabulary for every route (tests and api/openapi.yaml use the same):
+ *   400 invalid_json       body is not JSON / not an object
+ *   400 missing_field      a required field is absent              (field named)
+ *   400 invalid_field      wrong type, ragged rows, bad value      (field named, e.g. "a.data[3]")
+ *   400 non_finite         NaN/Infinity where a finite number is required (field named)
+ *   400 unknown_kernel     no such kernel for this op on this backend     (field "kernel")
+ *   400 unsupported        kernel/backend cannot do this dtype/precision  (field named)
+ *   400 invalid_parameter  bad query-string or header value        (field named)
+ *   401 unauthorized       missing or wrong bearer token
+ *   404 not_found          unknown route, or unknown/expired job id
+ *   405 method_not_allowed (Allow header set)
+ *   409 not_done           result asked for before the job finished; also "cancelled"/"failed" jobs
+ *   411 length_required    body without Content-Length where one is needed
+ *   413 too_large          body, JSON or declared sizes over a limit (field named when a size)
+ *   415 unsupported_media_type
+ *   422 shape_mismatch     shapes do not conform                   (field named)
+ *   429/503 queue_full     admission control (Retry-After set)
+ *   503 draining           shutting down (Retry-After set)
+ *   503 device_fault       sticky device error; the daemon restarts
+ *   503 host_memory        host allocation failed
+ *   504 deadline_exceeded  timeout_ms passed
+ *   507 device_memory      does not fit device memory
+ *   500 internal           a bug
+ */
 typedef struct {
     int http;          /* 400, 404, 413, 415, 422, 503, 507, ... */
     char code[32];     /* machine-readable: "invalid_json", "missing_field", "shape_mismatch", ... */
