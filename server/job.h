@@ -41,7 +41,21 @@ struct cr_job {
     int n_compare;
     _Atomic int refs;             /* the job table and in-flight users each hold one */
     void *conn;                   /* suspended MHD connection of a sync job, NULL otherwise */
+    void (*on_done)(cr_job *j);   /* called by the worker once the job is finished, any state */
+    int64_t debug_delay_ms;       /* --test-hooks only: the worker waits this long first */
     cr_job *next;                 /* queue link */
+    cr_job *table_next;           /* job table bucket link */
+    size_t table_bytes;           /* what the job table accounted for it */
+    _Atomic bool fetched;         /* an async result was delivered at least once */
 };
+
+/* A new job with a fresh UUIDv4 and one reference, owning `req` (moved in); NULL on ENOMEM. */
+cr_job *cr_job_new(cr_request *req, bool async);
+void cr_job_ref(cr_job *j);
+/* Drops a reference; the last one frees the job and its buffers. */
+void cr_job_release(cr_job *j);
+bool cr_job_finished(const cr_job *j);
+/* Bytes of memory the job holds (inputs, outputs), for the result cap. */
+size_t cr_job_bytes(const cr_job *j);
 
 #endif

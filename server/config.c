@@ -1,0 +1,194 @@
+/* Flags and environment variables, one table so --help, env names and parsing cannot drift. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { OPT_INT, OPT_I64, OPT_STR, OPT_BOOL } opt_kind;
+
+typedef struct {
+    const char *flag;   /* long option name; env var is CRUNCHD_ + upper snake case */
+    opt_kind kind;
+    size_t offset;
+    size_t size;        /* for strings: buffer size */
+    int64_t min, max;   /* for numbers */
+    const char *help;
+} opt_spec;
+
+#define F(field) offsetof(cr_config, field), sizeof(((cr_config *)0)->field)
+static const opt_spec specs[] = {
+    {"port", OPT_INT, F(port), 0, 65535, "TCP port to listen on (0: any free port)"},
+    {"bind", OPT_STR, F(bind), 0, 0, "address to bind (127.0.0.1; 0.0.0.0 in containers)"},
+    {"port-file", OPT_STR, F(port_file), 0, 0, "write the bound port to this file once listening"},
+    {"backend", OPT_STR, F(backend), 0, 0, "cuda | cpu | auto (cuda when a GPU answers)"},
+    {"workers", OPT_INT, F(workers), 1, 64, "workers (CUDA streams) per device"},
+    {"queue-depth", OPT_INT, F(queue_depth), 1, 1000000, "jobs waiting before new ones get 503"},
+    {"http-threads", OPT_INT, F(http_threads), 1, 256, "HTTP threads (libmicrohttpd pool)"},
+    {"max-connections", OPT_INT, F(max_connections), 1, 1000000, "concurrent connections"},
+    {"max-body-mb", OPT_I64, F(max_body_mb), 1, 1 << 20, "largest request body, MiB"},
+    {"max-json-mb", OPT_I64, F(max_json_mb), 1, 1 << 20, "largest JSON request body, MiB"},
+    {"max-elements", OPT_I64, F(max_elements), 1, INT64_MAX / 16, "largest array, elements"},
+    {"max-bins", OPT_INT, F(max_bins), 1, 1 << 24, "most histogram bins"},
+    {"job-timeout-ms", OPT_I64, F(job_timeout_ms), 1, INT64_MAX / 2, "default job deadline, ms"},
+    {"result-ttl-s", OPT_INT, F(result_ttl_s), 1, 86400 * 30, "keep finished async results, s"},
+    {"result-cap-mb", OPT_I64, F(result_cap_mb), 1, 1 << 20, "memory for kept async results, MiB"},
+    {"drain-timeout-s", OPT_INT, F(drain_timeout_s), 1, 86400, "SIGTERM grace period, s"},
+    {"log-format", OPT_STR, F(log_format), 0, 0, "text | json"},
+    {"test-hooks", OPT_BOOL, F(test_hooks), 0, 0,
+     "honour X-Crunchd-Debug-Delay-Ms (for tests only)"},
+};
+#undef F
+#define N_SPECS (sizeof specs / sizeof specs[0])
+
+static void set_defaults(cr_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->port = 8080;
+    strcpy(c->bind, "127.0.0.1");
+    strcpy(c->backend, "auto");
+    c->workers = 2;
+    c->queue_depth = 256;
+    c->http_threads = 4;
+    c->max_connections = 1024;
+    c->max_body_mb = 4096;
+    c->max_json_mb = 256;
+    c->max_elements = (int64_t)1 << 31;
+    c->max_bins = 1 << 20;
+    c->job_timeout_ms = 60000;
+    c->result_ttl_s = 300;
+    c->result_cap_mb = 4096;
+    c->drain_timeout_s = 30;
+    strcpy(c->log_format, "text");
+}
+
+static void env_name(const opt_spec *s, char *out, size_t n)
+{
+    size_t j = (size_t)snprintf(out, n, "CRUNCHD_");
+    for (const char *p = s->flag; *p && j + 1 < n; p++)
+        out[j++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    out[j] = '\0';
+}
+
+static int parse_value(cr_config *c, const opt_spec *s, const char *v, const char *from, FILE *err)
+{
+    char *base = (char *)c + s->offset;
+    if (s->kind == OPT_STR) {
+        if (strlen(v) >= s->size) {
+            fprintf(err, "crunchd: %s: value too long (max %zu)\n", from, s->size - 1);
+            return -1;
+        }
+        strcpy(base, v);
+        return 0;
+    }
+    if (s->kind == OPT_BOOL) {
+        bool on = strcmp(v, "1") == 0 || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0;
+        if (!on && strcmp(v, "0") && strcmp(v, "false") && strcmp(v, "no")) {
+            fprintf(err, "crunchd: %s: expected true or false, got '%s'\n", from, v);
+            return -1;
+        }
+        *(bool *)base = on;
+        return 0;
+    }
+    errno = 0;
+    char *end = NULL;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < s->min || x > s->max) {
+        fprintf(err, "crunchd: %s: expected an integer in [%lld, %lld], got '%s'\n", from,
+                (long long)s->min, (long long)s->max, v);
+        return -1;
+    }
+    if (s->kind == OPT_INT)
+        *(int *)base = (int)x;
+    else
+        *(int64_t *)base = x;
+    return 0;
+}
+
+static int load_env(cr_config *c, FILE *err)
+{
+    for (size_t i = 0; i < N_SPECS; i++) {
+        char name[64];
+        env_name(&specs[i], name, sizeof name);
+        const char *v = getenv(name);
+        if (v && *v && parse_value(c, &specs[i], v, name, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int check_choices(const cr_config *c, FILE *err)
+{
+    if (strcmp(c->backend, "cpu") && strcmp(c->backend, "cuda") && strcmp(c->backend, "auto")) {
+        fprintf(err, "crunchd: --backend: expected cuda, cpu or auto, got '%s'\n", c->backend);
+        return -1;
+    }
+    if (strcmp(c->log_format, "text") && strcmp(c->log_format, "json")) {
+        fprintf(err, "crunchd: --log-format: expected text or json, got '%s'\n", c->log_format);
+        return -1;
+    }
+    if (c->max_json_mb > c->max_body_mb) {
+        fprintf(err, "crunchd: --max-json-mb must not exceed --max-body-mb\n");
+        return -1;
+    }
+    return 0;
+}
+
+void cr_config_usage(FILE *out)
+{
+    fprintf(out, "usage: crunchd [options]\n\n"
+                 "GPU linear algebra and histograms over HTTP. Every option can also be set\n"
+                 "through the environment variable shown; flags win over the environment.\n\n");
+    for (size_t i = 0; i < N_SPECS; i++) {
+        char name[64], arg[24] = "";
+        env_name(&specs[i], name, sizeof name);
+        if (specs[i].kind != OPT_BOOL)
+            snprintf(arg, sizeof arg, specs[i].kind == OPT_STR ? " STR" : " N");
+        fprintf(out, "  --%s%s\n      %s [%s]\n", specs[i].flag, arg, specs[i].help, name);
+    }
+    fprintf(out, "  --help\n      this text\n");
+}
+
+int cr_config_load(cr_config *c, int argc, char **argv, FILE *err)
+{
+    struct option longopts[N_SPECS + 2];
+    set_defaults(c);
+    if (load_env(c, err) < 0)
+        return -1;
+    for (size_t i = 0; i < N_SPECS; i++)
+        longopts[i] = (struct option){specs[i].flag,
+                                      specs[i].kind == OPT_BOOL ? no_argument : required_argument,
+                                      NULL, (int)i};
+    longopts[N_SPECS] = (struct option){"help", no_argument, NULL, 'h'};
+    longopts[N_SPECS + 1] = (struct option){0, 0, 0, 0};
+    optind = 1;
+    opterr = 0;
+    for (;;) {
+        int idx = 0;
+        int r = getopt_long(argc, argv, "h", longopts, &idx);
+        if (r == -1)
+            break;
+        if (r == 'h') {
+            cr_config_usage(stdout);
+            return 1;
+        }
+        if (r == '?' || r == ':') {
+            fprintf(err, "crunchd: unknown option or missing value: %s (see --help)\n",
+                    argv[optind - 1]);
+            return -1;
+        }
+        char from[64];
+        snprintf(from, sizeof from, "--%s", specs[r].flag);
+        if (parse_value(c, &specs[r], specs[r].kind == OPT_BOOL ? "true" : optarg, from, err) < 0)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(err, "crunchd: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return -1;
+    }
+    return check_choices(c, err);
+}

@@ -1,0 +1,35 @@
+/* Daemon configuration: flags, each with a CRUNCHD_* environment variable. */
+#ifndef CRUNCHD_CONFIG_H
+#define CRUNCHD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    int port;
+    char bind[64];
+    char port_file[256];
+    char backend[8];          /* cpu | cuda | auto */
+    int workers;              /* per device */
+    int queue_depth;
+    int http_threads;
+    int max_connections;
+    int64_t max_body_mb;
+    int64_t max_json_mb;
+    int64_t max_elements;
+    int max_bins;
+    int64_t job_timeout_ms;
+    int result_ttl_s;
+    int64_t result_cap_mb;    /* finished async results kept, in bytes of result data */
+    int drain_timeout_s;
+    char log_format[8];       /* text | json */
+    bool test_hooks;
+} cr_config;
+
+/* Defaults, then environment, then flags. Returns 0 to run, 1 when --help was printed,
+ * -1 on a bad flag or value (message written to `err`). */
+int cr_config_load(cr_config *c, int argc, char **argv, FILE *err);
+void cr_config_usage(FILE *out);
+
+#endif
