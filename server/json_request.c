@@ -1,0 +1,591 @@
+/* The JSON request decoder: body -> validated cr_request (design.md, "HTTP API v1").
+ *
+ * Strict on purpose: unknown fields, wrong types and impossible values are refused with the
+ * field named, so a typo never silently becomes a default. Every size is checked against the
+ * limits before the arrays are allocated; each array is allocated once, sized from its count,
+ * and filled by converting the parsed numbers straight into the request's dtype. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "json_matrix.h"
+#include "request.h"
+
+/* Where each array lives in cr_request.bufs. */
+enum { BUF_A = 0, BUF_B = 1, BUF_C = 2, BUF_OUT = 3 };
+
+/* Used when the caller passes no limits (tests, tools): generous but finite. */
+static const cr_limits default_limits = {
+    .max_elements = 1ull << 28, .max_total_bytes = 4ull << 30, .max_bins = 1 << 20,
+};
+
+/* ---- body and top level ---------------------------------------------------------------- */
+
+static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* cJSON's require_null_terminated needs a NUL inside the buffer, which an HTTP body does not
+ * have; so parse by length and check for trailing garbage here instead. */
+static cJSON *parse_body(const char *body, size_t len, cr_error *err)
+{
+    if (!body || len == 0) {
+        cr_fail(err, 400, "invalid_json", "", "request body is empty; expected a JSON object");
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        cr_fail(err, 400, "invalid_json", "", "request body is not valid JSON (error at byte %zu)",
+                at);
+        return NULL;
+    }
+    size_t at = (size_t)(end - body);
+    while (at < len && is_json_space(body[at]))
+        at++;
+    if (at < len) {
+        cJSON_Delete(root);
+        cr_fail(err, 400, "invalid_json", "",
+                "request body has extra characters after the JSON value (at byte %zu)", at);
+        return NULL;
+    }
+    return root;
+}
+
+static int op_from_name(const char *s, cr_op *op)
+{
+    for (int i = 0; i < CR_OP_COUNT; i++)
+        if (strcmp(s, cr_op_name((cr_op)i)) == 0) {
+            *op = (cr_op)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* The route's op, or (async form, op == CR_OP_COUNT) the body's "op"; a sync body may repeat
+ * its route's op but not name another. */
+static int resolve_op(const cJSON *root, cr_op route_op, cr_op *op, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "op");
+    if (!n) {
+        if (route_op == CR_OP_COUNT)
+            return cr_fail(err, 400, "missing_field", "op",
+                           "op is required: \"gemm\", \"ata\" or \"histogram\"");
+        *op = route_op;
+        return 0;
+    }
+    cr_op named;
+    if (!cJSON_IsString(n) || op_from_name(n->valuestring, &named) != 0)
+        return cr_fail(err, 400, "invalid_field", "op",
+                       "op must be \"gemm\", \"ata\" or \"histogram\"");
+    if (route_op != CR_OP_COUNT && named != route_op)
+        return cr_fail(err, 400, "invalid_field", "op",
+                       "op \"%s\" does not match this route (/v1/%s)", n->valuestring,
+                       cr_op_name(route_op));
+    *op = named;
+    return 0;
+}
+
+/* Every field must be one this op knows, and appear once. */
+static int check_fields(const cJSON *root, const char *const *allowed, cr_error *err)
+{
+    unsigned seen = 0;
+    for (const cJSON *f = root->child; f; f = f->next) {
+        int i = 0;
+        while (allowed[i] && strcmp(allowed[i], f->string) != 0)
+            i++;
+        if (!allowed[i])
+            return cr_fail(err, 400, "invalid_field", f->string, "unknown field \"%s\"",
+                           f->string);
+        if (seen & (1u << i))
+            return cr_fail(err, 400, "invalid_field", f->string, "field \"%s\" appears twice",
+                           f->string);
+        seen |= 1u << i;
+    }
+    return 0;
+}
+
+/* ---- scalar fields ------------------------------------------------------------------------ */
+
+static int get_number(const cJSON *root, const char *name, double dflt, double *out,
+                      cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, name);
+    *out = dflt;
+    if (!n)
+        return 0;
+    if (!cJSON_IsNumber(n))
+        return cr_fail(err, 400, "invalid_field", name, "%s must be a number, got %s", name,
+                       cr_json_type_name(n));
+    if (!isfinite(n->valuedouble))
+        return cr_fail(err, 400, "non_finite", name, "%s is not a finite number", name);
+    *out = n->valuedouble;
+    return 0;
+}
+
+static int get_bool(const cJSON *root, const char *name, bool *out, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, name);
+    *out = false;
+    if (!n)
+        return 0;
+    if (!cJSON_IsBool(n))
+        return cr_fail(err, 400, "invalid_field", name, "%s must be true or false, got %s", name,
+                       cr_json_type_name(n));
+    *out = cJSON_IsTrue(n);
+    return 0;
+}
+
+/* An integer in [lo, hi]; *present says whether the field was there at all. Over hi is a
+ * limit (413 too_large) when over_is_limit, else just an invalid value. */
+static int get_int(const cJSON *root, const char *name, int64_t lo, int64_t hi, bool over_is_limit,
+                   bool *present, int64_t *out, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, name);
+    *present = n != NULL;
+    if (!n)
+        return 0;
+    if (!cJSON_IsNumber(n))
+        return cr_fail(err, 400, "invalid_field", name, "%s must be an integer, got %s", name,
+                       cr_json_type_name(n));
+    double v = n->valuedouble;
+    if (!isfinite(v))
+        return cr_fail(err, 400, "non_finite", name, "%s is not a finite number", name);
+    if (v != floor(v) || v < (double)lo)
+        return cr_fail(err, 400, "invalid_field", name, "%s must be an integer >= %lld, got %g",
+                       name, (long long)lo, v);
+    if (v > (double)hi)
+        return over_is_limit
+                   ? cr_fail(err, 413, "too_large", name, "%s = %g is over the limit of %lld",
+                             name, v, (long long)hi)
+                   : cr_fail(err, 400, "invalid_field", name,
+                             "%s must be an integer <= %lld, got %g", name, (long long)hi, v);
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* dtype: one of the n_allowed dtypes, by name; dflt when absent. */
+static int get_dtype(const cJSON *root, const cr_dtype *allowed, size_t n_allowed, cr_dtype dflt,
+                     cr_dtype *out, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "dtype");
+    *out = dflt;
+    if (!n)
+        return 0;
+    if (cJSON_IsString(n))
+        for (size_t i = 0; i < n_allowed; i++)
+            if (strcmp(n->valuestring, cr_dtype_name(allowed[i])) == 0) {
+                *out = allowed[i];
+                return 0;
+            }
+    char names[96] = "";
+    for (size_t i = 0; i < n_allowed; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s\"%s\"",
+                 i ? (i + 1 == n_allowed ? " or " : ", ") : "", cr_dtype_name(allowed[i]));
+    return cr_fail(err, 400, "invalid_field", "dtype", "dtype must be %s", names);
+}
+
+static int valid_kernel_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= CR_KERNEL_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+/* kernel and timeout_ms, which every op has. Whether the kernel exists is the engine's call. */
+static int get_common(const cJSON *root, cr_request *r, cr_error *err)
+{
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "kernel");
+    if (!k) {
+        memcpy(r->kernel, "auto", sizeof "auto");
+    } else {
+        if (!cJSON_IsString(k) || !valid_kernel_name(k->valuestring))
+            return cr_fail(err, 400, "invalid_field", "kernel",
+                           "kernel must be a name of 1..%d characters a-z, 0-9, '-' "
+                           "(or \"auto\", \"all\")", CR_KERNEL_NAME_MAX - 1);
+        memcpy(r->kernel, k->valuestring, strlen(k->valuestring) + 1);
+    }
+    bool present;
+    int64_t t = 0;
+    if (get_int(root, "timeout_ms", 1, 9007199254740992LL, false, &present, &t, err))
+        return -1;
+    r->timeout_ms = present ? t : 0;
+    return 0;
+}
+
+/* ---- arrays ------------------------------------------------------------------------------- */
+
+/* Adds `elements` of `elem_size` bytes to the request's total; 413 naming `field` when over. */
+static int add_bytes(uint64_t *total, uint64_t elements, size_t elem_size, const cr_limits *lim,
+                     const char *field, cr_error *err)
+{
+    uint64_t bytes, sum;
+    if (__builtin_mul_overflow(elements, (uint64_t)elem_size, &bytes) ||
+        __builtin_add_overflow(*total, bytes, &sum) || sum > lim->max_total_bytes)
+        return cr_fail(err, 413, "too_large", field,
+                       "inputs and output together exceed the limit of %llu bytes (at %s)",
+                       (unsigned long long)lim->max_total_bytes, field);
+    *total = sum;
+    return 0;
+}
+
+/* One allocation for one array; the size was checked against the limits already. */
+static void *alloc_buf(cr_request *r, int slot, size_t bytes, bool zeroed, cr_error *err)
+{
+    size_t n = bytes ? bytes : 1; /* malloc(0) may return NULL; an empty histogram is valid */
+    void *p = zeroed ? calloc(1, n) : malloc(n);
+    if (!p) {
+        cr_fail(err, 503, "host_memory", "", "could not allocate %zu bytes for the request",
+                bytes);
+        return NULL;
+    }
+    free(r->bufs[slot]);
+    r->bufs[slot] = p;
+    r->buf_bytes[slot] = bytes;
+    return p;
+}
+
+static void *decode_matrix(cr_request *r, int slot, const cr_jmatrix *m, cr_dtype dt,
+                           cr_error *err)
+{
+    void *p = alloc_buf(r, slot, (size_t)(m->rows * m->cols) * cr_dtype_size(dt), false, err);
+    if (!p || cr_jmatrix_fill(m, dt, p, err) != 0)
+        return NULL;
+    return p;
+}
+
+static const cJSON *required(const cJSON *root, const char *name, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!n)
+        cr_fail(err, 400, "missing_field", name, "%s is required", name);
+    return n;
+}
+
+static const cr_dtype matrix_dtypes[] = {CR_DT_F32, CR_DT_F64};
+
+static int get_precision(const cJSON *root, cr_dtype dt, cr_precision *out, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "precision");
+    *out = CR_PREC_DEFAULT;
+    if (!n)
+        return 0;
+    if (!cJSON_IsString(n) ||
+        (strcmp(n->valuestring, "fp32") != 0 && strcmp(n->valuestring, "tf32") != 0))
+        return cr_fail(err, 400, "invalid_field", "precision",
+                       "precision must be \"fp32\" or \"tf32\"");
+    if (strcmp(n->valuestring, "tf32") == 0) {
+        if (dt != CR_DT_F32)
+            return cr_fail(err, 400, "unsupported", "precision",
+                           "precision \"tf32\" needs dtype float32, not %s", cr_dtype_name(dt));
+        *out = CR_PREC_TF32;
+    }
+    return 0;
+}
+
+/* ---- ops ---------------------------------------------------------------------------------- */
+
+static int decode_gemm(const cJSON *root, const cr_limits *lim, cr_request *r, cr_error *err)
+{
+    static const char *const fields[] = {"op", "a", "b", "c", "dtype", "precision", "kernel",
+                                         "alpha", "beta", "trans_a", "trans_b", "timeout_ms",
+                                         NULL};
+    cr_gemm_task *g = &r->task.u.gemm;
+    cr_jmatrix ma, mb, mc;
+    const cJSON *a, *b, *c;
+    if (check_fields(root, fields, err) || get_common(root, r, err) ||
+        get_dtype(root, matrix_dtypes, 2, CR_DT_F32, &r->task.dtype, err) ||
+        get_precision(root, r->task.dtype, &r->task.precision, err) ||
+        get_number(root, "alpha", 1.0, &g->alpha, err) ||
+        get_number(root, "beta", 0.0, &g->beta, err) ||
+        get_bool(root, "trans_a", &g->trans_a, err) || get_bool(root, "trans_b", &g->trans_b, err))
+        return -1;
+    if (!(a = required(root, "a", err)) || !(b = required(root, "b", err)))
+        return -1;
+    c = cJSON_GetObjectItemCaseSensitive(root, "c");
+    if (cr_jmatrix_measure(a, "a", lim, &ma, err) || cr_jmatrix_measure(b, "b", lim, &mb, err) ||
+        (c && cr_jmatrix_measure(c, "c", lim, &mc, err)))
+        return -1;
+
+    g->m = g->trans_a ? ma.cols : ma.rows;
+    g->k = g->trans_a ? ma.rows : ma.cols;
+    int64_t kb = g->trans_b ? mb.cols : mb.rows;
+    g->n = g->trans_b ? mb.rows : mb.cols;
+    if (kb != g->k)
+        return cr_fail(err, 422, "shape_mismatch", "b",
+                       "op(a) is %lld x %lld but op(b) is %lld x %lld: inner dimensions differ",
+                       (long long)g->m, (long long)g->k, (long long)kb, (long long)g->n);
+    if (c && (mc.rows != g->m || mc.cols != g->n))
+        return cr_fail(err, 422, "shape_mismatch", "c", "c is %lld x %lld but the result is %lld x %lld",
+                       (long long)mc.rows, (long long)mc.cols, (long long)g->m, (long long)g->n);
+
+    size_t es = cr_dtype_size(r->task.dtype);
+    uint64_t total = 0;
+    if (add_bytes(&total, (uint64_t)(ma.rows * ma.cols), es, lim, "a", err) ||
+        add_bytes(&total, (uint64_t)(mb.rows * mb.cols), es, lim, "b", err) ||
+        (c && add_bytes(&total, (uint64_t)(mc.rows * mc.cols), es, lim, "c", err)))
+        return -1;
+    uint64_t out_elems;
+    if (__builtin_mul_overflow((uint64_t)g->m, (uint64_t)g->n, &out_elems) ||
+        out_elems > lim->max_elements)
+        return cr_fail(err, 413, "too_large", "b", "the result would be %lld x %lld, over the "
+                       "limit of %llu elements", (long long)g->m, (long long)g->n,
+                       (unsigned long long)lim->max_elements);
+    if (add_bytes(&total, out_elems, es, lim, "b", err))
+        return -1;
+
+    if (!(g->a = decode_matrix(r, BUF_A, &ma, r->task.dtype, err)) ||
+        !(g->b = decode_matrix(r, BUF_B, &mb, r->task.dtype, err)) ||
+        (c && !(g->c_in = decode_matrix(r, BUF_C, &mc, r->task.dtype, err))))
+        return -1;
+    return 0;
+}
+
+static int decode_ata(const cJSON *root, const cr_limits *lim, cr_request *r, cr_error *err)
+{
+    static const char *const fields[] = {"op", "a", "dtype", "kernel", "timeout_ms", NULL};
+    cr_ata_task *t = &r->task.u.ata;
+    cr_jmatrix ma;
+    const cJSON *a;
+    if (check_fields(root, fields, err) || get_common(root, r, err) ||
+        get_dtype(root, matrix_dtypes, 2, CR_DT_F32, &r->task.dtype, err))
+        return -1;
+    if (!(a = required(root, "a", err)) || cr_jmatrix_measure(a, "a", lim, &ma, err))
+        return -1;
+    t->m = ma.rows;
+    t->n = ma.cols;
+    size_t es = cr_dtype_size(r->task.dtype);
+    uint64_t total = 0, out_elems;
+    if (__builtin_mul_overflow((uint64_t)t->n, (uint64_t)t->n, &out_elems) ||
+        out_elems > lim->max_elements)
+        return cr_fail(err, 413, "too_large", "a", "the result would be %lld x %lld, over the "
+                       "limit of %llu elements", (long long)t->n, (long long)t->n,
+                       (unsigned long long)lim->max_elements);
+    if (add_bytes(&total, (uint64_t)(ma.rows * ma.cols), es, lim, "a", err) ||
+        add_bytes(&total, out_elems, es, lim, "a", err))
+        return -1;
+    if (!(t->a = decode_matrix(r, BUF_A, &ma, r->task.dtype, err)))
+        return -1;
+    return 0;
+}
+
+/* "range": [lo, hi], finite, lo < hi. */
+static int get_range(const cJSON *root, bool *present, double *lo, double *hi, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "range");
+    *present = n != NULL;
+    if (!n)
+        return 0;
+    if (!cJSON_IsArray(n) || cJSON_GetArraySize(n) != 2)
+        return cr_fail(err, 400, "invalid_field", "range", "range must be a list [lo, hi]");
+    double v[2];
+    for (int i = 0; i < 2; i++) {
+        const cJSON *e = cJSON_GetArrayItem(n, i);
+        char field[16];
+        snprintf(field, sizeof field, "range[%d]", i);
+        if (!cJSON_IsNumber(e))
+            return cr_fail(err, 400, "invalid_field", field, "%s must be a number, got %s",
+                           field, cr_json_type_name(e));
+        if (!isfinite(e->valuedouble))
+            return cr_fail(err, 400, "non_finite", field, "%s is not a finite number", field);
+        v[i] = e->valuedouble;
+    }
+    if (!(v[0] < v[1]))
+        return cr_fail(err, 400, "invalid_field", "range", "range [%g, %g] must have lo < hi",
+                       v[0], v[1]);
+    *lo = v[0];
+    *hi = v[1];
+    return 0;
+}
+
+/* numpy's default range for float data: [min, max], widened by 0.5 each side when they are
+ * equal (computed in the data's precision, as numpy does), [0, 1] for no data. */
+static void default_float_range(const cr_hist_task *h, cr_dtype dt, double *lo, double *hi)
+{
+    if (h->count == 0) {
+        *lo = 0.0;
+        *hi = 1.0;
+        return;
+    }
+    if (dt == CR_DT_F32) {
+        const float *d = h->data;
+        float mn = d[0], mx = d[0];
+        for (int64_t i = 1; i < h->count; i++) {
+            mn = d[i] < mn ? d[i] : mn;
+            mx = d[i] > mx ? d[i] : mx;
+        }
+        if (mn == mx) {
+            mn -= 0.5f;
+            mx += 0.5f;
+        }
+        *lo = mn;
+        *hi = mx;
+        return;
+    }
+    const double *d = h->data;
+    double mn = d[0], mx = d[0];
+    for (int64_t i = 1; i < h->count; i++) {
+        mn = d[i] < mn ? d[i] : mn;
+        mx = d[i] > mx ? d[i] : mx;
+    }
+    if (mn == mx) {
+        mn -= 0.5;
+        mx += 0.5;
+    }
+    *lo = mn;
+    *hi = mx;
+}
+
+static int decode_histogram(const cJSON *root, const cr_limits *lim, cr_request *r,
+                            cr_error *err)
+{
+    static const char *const fields[] = {"op", "data", "dtype", "bins", "range", "kernel",
+                                         "timeout_ms", NULL};
+    static const cr_dtype hist_dtypes[] = {CR_DT_U8, CR_DT_F32, CR_DT_F64};
+    cr_hist_task *h = &r->task.u.hist;
+    const cJSON *data;
+    bool has_bins, has_range;
+    int64_t bins = 0;
+    if (check_fields(root, fields, err) || get_common(root, r, err) ||
+        get_dtype(root, hist_dtypes, 3, CR_DT_U8, &r->task.dtype, err) ||
+        get_int(root, "bins", 1, lim->max_bins, true, &has_bins, &bins, err) ||
+        get_range(root, &has_range, &h->lo, &h->hi, err))
+        return -1;
+    r->is_float_hist = r->task.dtype != CR_DT_U8;
+    h->bins = (int32_t)(has_bins ? bins : r->is_float_hist ? 10 : 256);
+    if (!r->is_float_hist && !has_range) { /* the byte domain: bin i holds byte value i */
+        h->lo = 0.0;
+        h->hi = 256.0;
+    }
+    if (!(data = required(root, "data", err)))
+        return -1;
+    int64_t count = cr_jlist_count(data, "data", err);
+    if (count < 0)
+        return -1;
+    if ((uint64_t)count > lim->max_elements)
+        return cr_fail(err, 413, "too_large", "data",
+                       "data has %lld numbers, over the limit of %llu", (long long)count,
+                       (unsigned long long)lim->max_elements);
+    uint64_t total = 0;
+    size_t es = cr_dtype_size(r->task.dtype);
+    if (add_bytes(&total, (uint64_t)count, es, lim, "data", err) ||
+        add_bytes(&total, (uint64_t)h->bins, sizeof(uint64_t), lim, "bins", err))
+        return -1;
+    void *p = alloc_buf(r, BUF_A, (size_t)count * es, false, err);
+    if (!p || cr_jlist_fill(data, "data", count, r->task.dtype, p, err) != 0)
+        return -1;
+    h->data = p;
+    h->count = count;
+    if (r->is_float_hist && !has_range)
+        default_float_range(h, r->task.dtype, &h->lo, &h->hi);
+    return 0;
+}
+
+/* ---- entry points ------------------------------------------------------------------------- */
+
+static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim, cr_request *r,
+                       cr_error *err)
+{
+    if (!cJSON_IsObject(root))
+        return cr_fail(err, 400, "invalid_json", "",
+                       "request body must be a JSON object, got %s", cr_json_type_name(root));
+    cr_op op;
+    if (resolve_op(root, route_op, &op, err))
+        return -1;
+    r->task.op = op;
+    r->task.kernel = NULL; /* the engine resolves r->kernel ("auto", "all", a name) */
+    switch (op) {
+    case CR_OP_GEMM:
+        return decode_gemm(root, lim, r, err);
+    case CR_OP_ATA:
+        return decode_ata(root, lim, r, err);
+    case CR_OP_HISTOGRAM:
+        return decode_histogram(root, lim, r, err);
+    default:
+        return cr_fail(err, 500, "internal", "op", "unexpected op %d", (int)op);
+    }
+}
+
+int cr_request_from_json(cr_op op, const char *body, size_t len, const cr_limits *lim,
+                         cr_request *out, cr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!lim)
+        lim = &default_limits;
+    cJSON *root = parse_body(body, len, err);
+    if (!root)
+        return -1;
+    int rc = decode_root(op, root, lim, out, err);
+    cJSON_Delete(root);
+    if (rc != 0) {
+        cr_request_free(out);
+        return -1;
+    }
+    out->body_bytes = len;
+    return 0;
+}
+
+/* Bytes of the task's output, overflow-checked (requests may come from other decoders). */
+static int output_bytes(const cr_task *t, size_t *bytes)
+{
+    uint64_t elems;
+    size_t es = cr_dtype_size(t->dtype);
+    switch (t->op) {
+    case CR_OP_GEMM:
+        if (t->u.gemm.m < 0 || t->u.gemm.n < 0 ||
+            __builtin_mul_overflow((uint64_t)t->u.gemm.m, (uint64_t)t->u.gemm.n, &elems))
+            return -1;
+        break;
+    case CR_OP_ATA:
+        if (t->u.ata.n < 0 ||
+            __builtin_mul_overflow((uint64_t)t->u.ata.n, (uint64_t)t->u.ata.n, &elems))
+            return -1;
+        break;
+    case CR_OP_HISTOGRAM:
+        if (t->u.hist.bins < 1)
+            return -1;
+        elems = (uint64_t)t->u.hist.bins;
+        es = sizeof(uint64_t);
+        break;
+    default:
+        return -1;
+    }
+    return __builtin_mul_overflow(elems, (uint64_t)es, bytes) ? -1 : 0;
+}
+
+int cr_request_alloc_output(cr_request *r, cr_error *err)
+{
+    size_t bytes;
+    if (output_bytes(&r->task, &bytes) != 0)
+        return cr_fail(err, 500, "internal", "", "cannot size the output of this task");
+    void *p = alloc_buf(r, BUF_OUT, bytes, r->task.op == CR_OP_HISTOGRAM, err);
+    if (!p)
+        return -1;
+    switch (r->task.op) {
+    case CR_OP_GEMM:
+        r->task.u.gemm.c_out = p;
+        break;
+    case CR_OP_ATA:
+        r->task.u.ata.c_out = p;
+        break;
+    default:
+        r->task.u.hist.counts = p;
+        break;
+    }
+    return 0;
+}
+
+void cr_request_free(cr_request *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < CR_REQUEST_BUFS; i++)
+        free(r->bufs[i]);
+    memset(r, 0, sizeof *r);
+}
