@@ -1,0 +1,128 @@
+/* Shared by the histogram kernels: the bin a value falls in, with numpy.histogram's semantics,
+ * and the few launch helpers every histogram launcher repeats. */
+#ifndef CRUNCHD_HIST_BIN_CUH
+#define CRUNCHD_HIST_BIN_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "ata_hist_kernels.h"
+
+/* Equal bins over [lo, hi]. numpy widens an empty range to [lo-0.5, hi+0.5]. */
+typedef struct {
+    double lo, hi, span, step;
+    int32_t bins;
+} cr_hist_params;
+
+/* numpy's histogram for uniform bins (numpy/lib/_histograms_impl.py): a first guess from
+ * ((x - lo) / span) * bins, then one correction step against the edges np.linspace would give
+ * (i * step + lo, last edge exactly hi), so values on an edge land where numpy puts them:
+ * 0.3 in 10 bins over [0, 1] goes to bin 2, because linspace's edge 3 is 0.30000000000000004.
+ * Explicit _rn intrinsics keep the compiler from fusing into FMAs that numpy does not do. */
+__host__ __device__ inline double cr_hist_edge(const cr_hist_params &p, int i)
+{
+#ifdef __CUDA_ARCH__
+    return i >= p.bins ? p.hi : __dadd_rn(__dmul_rn((double)i, p.step), p.lo);
+#else
+    volatile double prod = (double)i * p.step; /* volatile: no FMA contraction on the host either */
+    return i >= p.bins ? p.hi : prod + p.lo;
+#endif
+}
+
+/* The bin of x, or -1 when numpy ignores it (outside [lo, hi], NaN). */
+__host__ __device__ inline int cr_hist_bin(double x, const cr_hist_params &p)
+{
+    if (!(x >= p.lo && x <= p.hi))
+        return -1;
+#ifdef __CUDA_ARCH__
+    double f = __dmul_rn(__ddiv_rn(__dsub_rn(x, p.lo), p.span), (double)p.bins);
+#else
+    volatile double q = (x - p.lo) / p.span;
+    double f = q * (double)p.bins;
+#endif
+    int i = (int)f;
+    if (i >= p.bins)
+        i = p.bins - 1;
+    if (x < cr_hist_edge(p, i))
+        i--;
+    else if (i != p.bins - 1 && x >= cr_hist_edge(p, i + 1))
+        i++;
+    return i;
+}
+
+/* numpy's checks on the range: finite, lo <= hi, at least one bin. */
+static inline cudaError_t cr_hist_make_params(const cr_hist_dev *h, cr_hist_params *p)
+{
+    double lo = h->lo, hi = h->hi;
+    if (h->bins < 1 || !(lo <= hi) || lo - lo != 0.0 || hi - hi != 0.0)
+        return cudaErrorInvalidValue;
+    if (lo == hi) {
+        lo -= 0.5;
+        hi += 0.5;
+    }
+    p->lo = lo;
+    p->hi = hi;
+    p->span = hi - lo;
+    p->step = p->span / (double)h->bins;
+    p->bins = h->bins;
+    return cudaSuccess;
+}
+
+/* Element loads as double; the template picks the dtype. */
+template <typename T> __device__ __forceinline__ double cr_hist_value(T v) { return (double)v; }
+
+/* Bins a value of T: either each byte its own bin, or numpy's rule. */
+struct cr_byte_binner {
+    __device__ __forceinline__ int operator()(unsigned char v) const { return v; }
+};
+struct cr_numpy_binner {
+    cr_hist_params p;
+    template <typename T> __device__ __forceinline__ int operator()(T v) const
+    {
+        return cr_hist_bin((double)v, p);
+    }
+};
+
+/* Common start of every launcher: validate, zero the counts, nothing more to do when empty.
+ * Returns cudaErrorNotReady (never otherwise returned by a launcher) to say "done, no launch". */
+static inline cudaError_t cr_hist_begin(const cr_hist_dev *h, cr_dtype dt, cr_hist_params *p,
+                                        cudaStream_t s)
+{
+    if (dt != CR_DT_U8 && dt != CR_DT_F32 && dt != CR_DT_F64)
+        return cudaErrorNotSupported;
+    if (h->count < 0 || (h->count > 0 && !h->data) || !h->counts)
+        return cudaErrorInvalidValue;
+    cudaError_t e = cr_hist_make_params(h, p);
+    if (e != cudaSuccess)
+        return e;
+    e = cudaMemsetAsync(h->counts, 0, (size_t)h->bins * sizeof(unsigned long long), s);
+    if (e != cudaSuccess)
+        return e;
+    return h->count == 0 ? cudaErrorNotReady : cudaSuccess;
+}
+
+/* Blocks for a grid-stride loop: enough to fill every SM `per_sm` times, fewer for small data. */
+static inline int cr_hist_grid(int64_t work_items, int threads, int per_sm)
+{
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    int64_t want = (work_items + threads - 1) / threads;
+    int64_t cap = (int64_t)sms * per_sm;
+    if (want < 1)
+        want = 1;
+    return (int)(want < cap ? want : cap);
+}
+
+/* Adds a block's privatized 32-bit bins into the 64-bit global counts. */
+__device__ __forceinline__ void cr_hist_flush(const unsigned *sh, int bins, unsigned long long *counts)
+{
+    for (int b = threadIdx.x; b < bins; b += blockDim.x)
+        if (sh[b])
+            atomicAdd(&counts[b], (unsigned long long)sh[b]);
+}
+
+/* Bins that fit one privatized copy in shared memory (48 KiB, no opt-in needed). */
+#define CR_HIST_SMEM_MAX_BINS (48 * 1024 / 4)
+
+#endif
