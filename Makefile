@@ -35,7 +35,7 @@ else
   CUDA_LIBS :=
 endif
 
-KERNEL_C   := kernels/backend.c $(wildcard kernels/cpu/*.c)
+KERNEL_C   := kernels/backend.c kernels/task.c $(wildcard kernels/cpu/*.c)
 SERVER_C   := $(filter-out server/main.c,$(wildcard server/*.c))
 KERNEL_OBJ := $(KERNEL_C:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_C:%.c=$(BUILD)/%.o)

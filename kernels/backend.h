@@ -125,6 +125,15 @@ struct cr_backend {
 extern const cr_backend cr_backend_cpu;
 #ifdef CRUNCHD_HAVE_CUDA
 extern const cr_backend cr_backend_cuda;
+/* The task's output buffer and its size (C, or the counts). */
+void *cr_task_output(const cr_task *t);
+size_t cr_task_output_bytes(const cr_task *t);
+/* Points the task at another output buffer (compare mode runs each kernel into scratch). */
+void cr_task_set_output(cr_task *t, void *out);
+/* max|x - ref| / max|ref| over the output (0 when both are all zero): the error measure of
+ * compare mode and of the auto table's correctness check. */
+double cr_max_rel_error(const cr_task *t, const void *x, const void *ref);
+
 #endif
 
 /* Lookup in a backend's kernel list; NULL when no such kernel for that op. */
@@ -133,5 +142,14 @@ const cr_kernel_info *cr_find_kernel(const cr_backend *b, cr_op op, const char *
 /* Floating-point operations a task performs (for GFLOP/s), and bytes it reads (for GB/s). */
 double cr_task_flops(const cr_task *t);
 double cr_task_bytes(const cr_task *t);
+
+/* The task's output buffer and its size (C, or the counts). */
+void *cr_task_output(const cr_task *t);
+size_t cr_task_output_bytes(const cr_task *t);
+/* Points the task at another output buffer (compare mode runs each kernel into scratch). */
+void cr_task_set_output(cr_task *t, void *out);
+/* max|x - ref| / max|ref| over the output (0 when both are all zero): the error measure of
+ * compare mode and of the auto table's correctness check. */
+double cr_max_rel_error(const cr_task *t, const void *x, const void *ref);
 
 #endif

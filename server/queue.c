@@ -102,6 +102,31 @@ bool cr_queue_remove(cr_queue *q, cr_job *j)
     return found;
 }
 
+cr_job *cr_queue_take_expired(cr_queue *q, double now)
+{
+    cr_job *out = NULL, **tail = &out;
+    pthread_mutex_lock(&q->mu);
+    cr_job **p = &q->head, *prev = NULL;
+    while (*p) {
+        cr_job *j = *p;
+        if (!(j->deadline > 0 && j->deadline < now)) {
+            prev = j;
+            p = &j->next;
+            continue;
+        }
+        *p = j->next;
+        if (q->tail == j)
+            q->tail = prev;
+        q->length--;
+        j->next = NULL;
+        *tail = j;
+        tail = &j->next;
+    }
+    signal_if_idle(q);
+    pthread_mutex_unlock(&q->mu);
+    return out;
+}
+
 void cr_queue_close(cr_queue *q)
 {
     pthread_mutex_lock(&q->mu);

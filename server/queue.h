@@ -30,6 +30,9 @@ void cr_queue_done(cr_queue *q);
 /* Removes a job still waiting (cancel); true when it was there. */
 bool cr_queue_remove(cr_queue *q, cr_job *j);
 void cr_queue_close(cr_queue *q);
+/* Unlinks every waiting job whose deadline (nonzero) is before `now`; returns them as a list
+ * linked through ->next, for the caller to fail. */
+cr_job *cr_queue_take_expired(cr_queue *q, double now);
 /* Waits until nothing is queued or running, or until the absolute CLOCK_MONOTONIC deadline;
  * true when idle. */
 bool cr_queue_wait_idle(cr_queue *q, double deadline_s);
