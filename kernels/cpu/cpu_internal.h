@@ -1,0 +1,57 @@
+/* Shared between the CPU backend's files; nothing outside kernels/cpu includes this. */
+#ifndef CRUNCHD_CPU_INTERNAL_H
+#define CRUNCHD_CPU_INTERNAL_H
+
+#include "kernels/backend.h"
+
+/* Every CPU kernel has this shape: validated task in, status out, err filled on failure. */
+typedef cr_status (*cpu_kernel_fn)(const cr_task *t, char *err, size_t errlen);
+
+cr_status cpu_gemm_openblas(const cr_task *t, char *err, size_t errlen);
+cr_status cpu_gemm_reference(const cr_task *t, char *err, size_t errlen);
+cr_status cpu_ata_openblas(const cr_task *t, char *err, size_t errlen);
+cr_status cpu_ata_reference(const cr_task *t, char *err, size_t errlen);
+cr_status cpu_hist_reference(const cr_task *t, char *err, size_t errlen);
+
+/* Row primitives of the reference kernels: products of doubles with stored elements, summed in
+ * double whatever the stored type, so the reference is more exact than what it checks. */
+void cpu_axpy_f32(double a, const float *x, double *acc, int64_t len);
+void cpu_axpy_f64(double a, const double *x, double *acc, int64_t len);
+double cpu_dot_f32(const double *row, const float *x, int64_t len);
+double cpu_dot_f64(const double *row, const double *x, int64_t len);
+
+/* Element i of a float32 or float64 array, widened to double; and the narrowing store. */
+static inline double cpu_load(const void *p, int64_t i, int f64)
+{
+    return f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
+}
+
+static inline void cpu_store(void *p, int64_t i, double v, int f64)
+{
+    if (f64)
+        ((double *)p)[i] = v;
+    else
+        ((float *)p)[i] = (float)v;
+}
+
+/* Shape and pointer checks the server already made; repeated so a bad caller gets a status,
+ * not a crash. */
+cr_status cpu_validate_task(const cr_task *t, char *err, size_t errlen);
+
+/* The host as device 0: model name, memory from sysconf, online CPUs as "multiprocessors". */
+cr_status cpu_device_info(int index, cr_device_info *out);
+
+/* The host's CPU model ("CPU" when /proc/cpuinfo does not say); read once, thread-safe. */
+const char *cpu_model_name(void);
+
+/* snprintf into err when there is room; returns s so call sites can `return cpu_fail(...)`. */
+cr_status cpu_fail(cr_status s, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Cancellation is advisory: a NULL flag means the caller never cancels. */
+static inline int cpu_cancelled(const cr_task *t)
+{
+    return t->cancel != NULL && *t->cancel != 0;
+}
+
+#endif
