@@ -1,0 +1,284 @@
+/* Benchmark of our own GEMM kernels against cuBLAS (SGEMM, TF32 tensor cores, DGEMM).
+ *
+ * usage: gemm OUT.csv [full|quick|profile]
+ *   full    squares 128..8192 and the V100 write-up's sweep M=N=128..16384 with K=1024
+ *   quick   4096³ and 8192³ only, own dbuf candidates vs cuBLAS (tuning)
+ *   profile one dbuf launch at 4096³ (for ncu)
+ * Timing: cudaEvents around each launch, warm-up first, median of repeats, random inputs in
+ * [-1, 1]. CSV columns: sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas (ratio = cuBLAS
+ * time of the same dtype and shape over this kernel's time; > 1 means faster than cuBLAS). */
+#include <cublas_v2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_kernels.h"
+
+/* backend.h is included without extern "C" from C++, so its C helpers (cr_dtype_name) do not
+ * link from here; this file names the two dtypes itself. */
+static const char *dt_name(cr_dtype d) { return d == CR_DT_F32 ? "float32" : d == CR_DT_F64 ? "float64" : "other"; }
+
+/* tuning hook in kernels/cuda/gemm_dbuf.cu (not part of the public header) */
+extern "C" cudaError_t cr_cuda_gemm_dbuf_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
+
+#define CK(call)                                                                              \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(2);                                                                          \
+        }                                                                                     \
+    } while (0)
+#define CB(call)                                                                              \
+    do {                                                                                      \
+        cublasStatus_t s_ = (call);                                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                    \
+            fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #call, (int)s_); \
+            exit(2);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+enum { K_OWN, K_VARIANT, K_CUBLAS, K_TF32 };
+
+typedef struct {
+    const char *name;
+    int kind;
+    cr_gemm_launcher fn;
+    int variant;
+    cr_dtype dt;
+    int64_t max_size; /* skip shapes with m or n above this (the slow ones) */
+} bench_kernel;
+
+static const bench_kernel all_kernels[] = {
+    {"cublas", K_CUBLAS, NULL, 0, CR_DT_F32, 1 << 30},
+    {"naive", K_OWN, cr_cuda_gemm_naive, 0, CR_DT_F32, 4096},
+    {"regtile", K_OWN, cr_cuda_gemm_regtile, 0, CR_DT_F32, 4096},
+    {"smem", K_OWN, cr_cuda_gemm_smem, 0, CR_DT_F32, 8192},
+    {"blocktile", K_OWN, cr_cuda_gemm_blocktile, 0, CR_DT_F32, 1 << 30},
+    {"vec", K_OWN, cr_cuda_gemm_vec, 0, CR_DT_F32, 1 << 30},
+    {"dbuf", K_OWN, cr_cuda_gemm_dbuf, 0, CR_DT_F32, 1 << 30},
+    {"dbuf-bk16", K_VARIANT, NULL, 1, CR_DT_F32, 1 << 30},
+    {"dbuf-128x256", K_VARIANT, NULL, 2, CR_DT_F32, 1 << 30},
+    {"dbuf-256x128", K_VARIANT, NULL, 3, CR_DT_F32, 1 << 30},
+    {"dbuf-w32x64", K_VARIANT, NULL, 4, CR_DT_F32, 1 << 30},
+    {"cublas-tf32", K_TF32, NULL, 0, CR_DT_F32, 1 << 30},
+    {"cublas", K_CUBLAS, NULL, 0, CR_DT_F64, 1 << 30},
+    {"blocktile", K_OWN, cr_cuda_gemm_blocktile, 0, CR_DT_F64, 8192},
+};
+#define NKERNELS (sizeof all_kernels / sizeof all_kernels[0])
+
+static struct {
+    void *a, *b, *c;
+    cublasHandle_t h, htf32;
+    cudaEvent_t e0, e1;
+    FILE *csv;
+} B;
+
+__global__ void fill_kernel(float *x, size_t n, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        x[i] = (float)(h & 0xffffff) / 8388608.0f - 1.0f;
+    }
+}
+
+__global__ void widen_kernel(const float *x, double *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = x[i];
+}
+
+/* Random inputs for a shape in the kernel's dtype (float64: the float32 values widened). */
+static void prepare(const bench_kernel *k, int64_t m, int64_t n, int64_t kk)
+{
+    size_t na = (size_t)(m * kk), nb = (size_t)(kk * n), nc = (size_t)(m * n);
+    static unsigned seed = 1;
+    fill_kernel<<<1024, 256>>>((float *)B.a, na, seed++);
+    fill_kernel<<<1024, 256>>>((float *)B.b, nb, seed++);
+    fill_kernel<<<1024, 256>>>((float *)B.c, nc, seed++);
+    CK(cudaGetLastError());
+    if (k->dt == CR_DT_F64) { /* same values, widened through a scratch buffer */
+        size_t sz[3] = {na, nb, nc};
+        void *p[3] = {B.a, B.b, B.c};
+        for (int i = 0; i < 3; i++) {
+            double *tmp;
+            CK(cudaMalloc((void **)&tmp, sz[i] * 8));
+            widen_kernel<<<1024, 256>>>((const float *)p[i], tmp, sz[i]);
+            CK(cudaGetLastError());
+            CK(cudaMemcpy(p[i], tmp, sz[i] * 8, cudaMemcpyDeviceToDevice));
+            CK(cudaFree(tmp));
+        }
+    }
+    CK(cudaDeviceSynchronize());
+}
+
+static void launch(const bench_kernel *k, int64_t m, int64_t n, int64_t kk)
+{
+    cr_gemm_dev g = {m, n, kk, false, false, 1.0, 0.0, B.a, B.b, B.c};
+    if (k->kind == K_OWN) {
+        CK(k->fn(&g, k->dt, 0));
+    } else if (k->kind == K_VARIANT) {
+        CK(cr_cuda_gemm_dbuf_variant(&g, k->dt, 0, k->variant));
+    } else if (k->dt == CR_DT_F64) {
+        double al = 1.0, be = 0.0;
+        CB(cublasDgemm(B.h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)kk, &al, (const double *)B.b,
+                       (int)n, (const double *)B.a, (int)kk, &be, (double *)B.c, (int)n));
+    } else { /* row-major C = A·B as column-major Cᵀ = Bᵀ·Aᵀ, no copies */
+        float al = 1.f, be = 0.f;
+        CB(cublasSgemm(k->kind == K_TF32 ? B.htf32 : B.h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)kk, &al,
+                       (const float *)B.b, (int)n, (const float *)B.a, (int)kk, &be, (float *)B.c, (int)n));
+    }
+}
+
+static int cmp_float(const void *x, const void *y)
+{
+    float a = *(const float *)x, b = *(const float *)y;
+    return (a > b) - (a < b);
+}
+
+/* median ms over repeats; repeats chosen so that one shape costs ~150 ms */
+static double time_kernel(const bench_kernel *k, int64_t m, int64_t n, int64_t kk)
+{
+    launch(k, m, n, kk); /* warm-up: module load, cuBLAS heuristics, clocks */
+    CK(cudaEventRecord(B.e0, 0));
+    launch(k, m, n, kk);
+    CK(cudaEventRecord(B.e1, 0));
+    CK(cudaEventSynchronize(B.e1));
+    float first;
+    CK(cudaEventElapsedTime(&first, B.e0, B.e1));
+    int reps = (int)(150.0 / (first + 0.01));
+    reps = reps < 3 ? 3 : reps > 30 ? 30 : reps;
+    float t[30];
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(B.e0, 0));
+        launch(k, m, n, kk);
+        CK(cudaEventRecord(B.e1, 0));
+        CK(cudaEventSynchronize(B.e1));
+        CK(cudaEventElapsedTime(&t[r], B.e0, B.e1));
+    }
+    qsort(t, reps, sizeof t[0], cmp_float);
+    return t[reps / 2];
+}
+
+#define MAXROW 16
+typedef struct {
+    const char *name;
+    cr_dtype dt;
+    double ms;
+} result;
+
+/* all kernels (of the mask) on one shape; ratio against cuBLAS of the same dtype */
+static int bench_shape(const char *sweep, int64_t m, int64_t n, int64_t kk, const bool *use, result *out)
+{
+    int cnt = 0;
+    double ref[2] = {0, 0};
+    cr_dtype last = CR_DT_COUNT;
+    for (size_t i = 0; i < NKERNELS; i++) {
+        const bench_kernel *k = &all_kernels[i];
+        if (!use[i] || m > k->max_size || n > k->max_size)
+            continue;
+        if (k->dt != last) {
+            prepare(k, m, n, kk);
+            last = k->dt;
+        }
+        double ms = time_kernel(k, m, n, kk);
+        if (k->kind == K_CUBLAS)
+            ref[k->dt == CR_DT_F64] = ms;
+        double r = ref[k->dt == CR_DT_F64];
+        double gf = 2.0 * m * n * kk / (ms * 1e6);
+        fprintf(B.csv, "%s,%s,%s,%lld,%lld,%lld,%.4f,%.1f,%.3f\n", sweep, k->name, dt_name(k->dt),
+                (long long)m, (long long)n, (long long)kk, ms, gf, r > 0 ? r / ms : 0.0);
+        fflush(B.csv);
+        if (cnt < MAXROW)
+            out[cnt++] = (result){k->name, k->dt, ms};
+    }
+    return cnt;
+}
+
+static void print_table(int64_t s, const result *r, int cnt)
+{
+    double ref = 0;
+    for (int i = 0; i < cnt; i++)
+        if (!strcmp(r[i].name, "cublas") && r[i].dt == CR_DT_F32)
+            ref = r[i].ms;
+    printf("\n%lld^3            ms    TFLOP/s  vs cuBLAS SGEMM\n", (long long)s);
+    for (int i = 0; i < cnt; i++)
+        printf("%-13s %s %8.3f %8.2f %8.3f\n", r[i].name, dt_name(r[i].dt), r[i].ms,
+               2.0 * s * s * s / (r[i].ms * 1e9), ref / r[i].ms);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : "gemm.csv";
+    const char *mode = argc > 2 ? argv[2] : "full";
+    /* 16384² of float64 = 2 GiB for C; A and B at most 16384×1024 or 8192² */
+    CK(cudaMalloc(&B.a, (size_t)8192 * 8192 * 8));
+    CK(cudaMalloc(&B.b, (size_t)8192 * 8192 * 8));
+    CK(cudaMalloc(&B.c, (size_t)16384 * 16384 * 8));
+    CB(cublasCreate(&B.h));
+    CB(cublasCreate(&B.htf32));
+    CB(cublasSetMathMode(B.h, CUBLAS_PEDANTIC_MATH)); /* exact FP32: no tensor-core shortcut */
+    CB(cublasSetMathMode(B.htf32, CUBLAS_TF32_TENSOR_OP_MATH));
+    CK(cudaEventCreate(&B.e0));
+    CK(cudaEventCreate(&B.e1));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+
+    if (!strcmp(mode, "profile")) {
+        prepare(&all_kernels[6], 4096, 4096, 4096);
+        launch(&all_kernels[6], 4096, 4096, 4096);
+        CK(cudaDeviceSynchronize());
+        return 0;
+    }
+    B.csv = fopen(path, "w");
+    if (!B.csv) {
+        perror(path);
+        return 2;
+    }
+    fprintf(B.csv, "sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas\n");
+    bool use_all[NKERNELS], use_fast[NKERNELS];
+    for (size_t i = 0; i < NKERNELS; i++) {
+        use_all[i] = true;
+        use_fast[i] = all_kernels[i].kind != K_OWN || !strcmp(all_kernels[i].name, "dbuf") ||
+                      !strcmp(all_kernels[i].name, "vec");
+        if (all_kernels[i].dt == CR_DT_F64 || all_kernels[i].kind == K_TF32)
+            use_fast[i] = false;
+    }
+    result r4[MAXROW], r8[MAXROW];
+    int n4 = 0, n8 = 0;
+    if (!strcmp(mode, "quick")) {
+        n4 = bench_shape("square", 4096, 4096, 4096, use_fast, r4);
+        n8 = bench_shape("square", 8192, 8192, 8192, use_fast, r8);
+    } else {
+        static const int64_t sq[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+        for (size_t i = 0; i < sizeof sq / sizeof sq[0]; i++) {
+            result r[MAXROW];
+            int c = bench_shape("square", sq[i], sq[i], sq[i], use_all, r);
+            if (sq[i] == 4096)
+                memcpy(r4, r, sizeof r), n4 = c;
+            if (sq[i] == 8192)
+                memcpy(r8, r, sizeof r), n8 = c;
+            fprintf(stderr, "square %lld done\n", (long long)sq[i]);
+        }
+        static const int64_t sw[] = {128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
+        printf("\nsweep K=1024     M=N   cublas ms   dbuf ms  dbuf/cublas(speed)\n");
+        for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
+            result r[MAXROW];
+            int c = bench_shape("k1024", sw[i], sw[i], 1024, use_all, r);
+            double cu = 0, db = 0;
+            for (int j = 0; j < c; j++) {
+                if (!strcmp(r[j].name, "cublas") && r[j].dt == CR_DT_F32) cu = r[j].ms;
+                if (!strcmp(r[j].name, "dbuf")) db = r[j].ms;
+            }
+            printf("sweep K=1024 %7lld %10.3f %9.3f %8.3f\n", (long long)sw[i], cu, db, cu / db);
+        }
+    }
+    print_table(4096, r4, n4);
+    print_table(8192, r8, n8);
+    fclose(B.csv);
+    return 0;
+}
