@@ -138,6 +138,13 @@ def test_float_all_equal_values(daemon, kernels, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+def test_float_range_lo_equals_hi(daemon, kernels, dtype):
+    """numpy accepts range (v, v) and widens it to [v-0.5, v+0.5] like an all-equal input."""
+    check_all_kernels(daemon, kernels, [0.5, 1.0, 1.25, 1.5, 2.0], dtype, bins=4,
+                      range_=(1.0, 1.0))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_float_single_value(daemon, kernels, dtype):
     check_all_kernels(daemon, kernels, [-2.5], dtype, bins=3, range_=(-3.0, 0.0))
 
