@@ -24,7 +24,8 @@ CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(SAN) -I. -DCRUNCHD_VERSION='"$(VERSION)"' 
 LIBS     := -lmicrohttpd -lcjson -luuid -lopenblas -lpthread -lm
 
 ifneq ($(NVCC),)
-  CUDA_DEF  := -DCRUNCHD_HAVE_CUDA
+  CUDA_VER  := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+  CUDA_DEF  := -DCRUNCHD_HAVE_CUDA -DCRUNCHD_CUDA_VERSION='"$(CUDA_VER)"'
   CUDA_SRC  := $(wildcard kernels/cuda/*.cu)
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
   NVFLAGS   := -O3 -std=c++17 -arch=$(CUDA_ARCH) -lineinfo -I. -DCRUNCHD_HAVE_CUDA \

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what crunchd needs to build and test, only what is missing: Debian 12 / Ubuntu 24.04.
+# apt-get for the C libraries and tools, pip for the Python test tools. sudo when not root.
+set -euo pipefail
+
+apt_pkgs=(build-essential pkg-config libmicrohttpd-dev libcjson-dev uuid-dev libopenblas-dev
+          libgnutls28-dev curl python3 python3-pip clang)
+py_mods=(numpy pytest requests prometheus_client yaml openapi_spec_validator openapi_schema_validator)
+py_pkgs=(numpy pytest requests prometheus_client pyyaml openapi-spec-validator openapi-schema-validator)
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+need_py=()
+for i in "${!py_mods[@]}"; do
+  $PYTHON -c "import ${py_mods[$i]}" 2>/dev/null || need_py+=("${py_pkgs[$i]}")
+done
+if [ ${#need_py[@]} -gt 0 ]; then
+  echo "deps: pip installing ${need_py[*]}"
+  # Debian/Ubuntu mark the system Python as externally managed; these are test tools only.
+  $PYTHON -m pip install -q "${need_py[@]}" 2>/dev/null ||
+    $PYTHON -m pip install -q --break-system-packages "${need_py[@]}"
+fi
+echo "deps: all present"

@@ -1,0 +1,65 @@
+/* What http.c and routes.c share about one request. */
+#ifndef CRUNCHD_HTTP_CONN_H
+#define CRUNCHD_HTTP_CONN_H
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "http.h"
+#include "job.h"
+#include "metrics.h"
+
+struct cr_http {
+    struct MHD_Daemon *daemon;
+    cr_http_deps deps;
+    _Atomic int active;
+};
+
+typedef struct cr_conn cr_conn;
+typedef enum MHD_Result (*cr_handler)(cr_conn *c);
+
+struct cr_conn {
+    cr_http *h;
+    struct MHD_Connection *conn;
+    char method[16];
+    char path[256];
+    const char *id;          /* the {id} of /v1/jobs/{id}[/result], inside path */
+    cr_handler handler;
+    cr_route_label label;
+    char *body;
+    size_t len, cap, limit;
+    cr_job *job;             /* sync job we wait for, or the job a response is about */
+    bool waiting;            /* suspended until job finishes */
+    bool has_pending;        /* an error to answer once resumed */
+    cr_error pending;
+    int status;
+    char error_code[32];
+    double t0;
+};
+
+/* Responses. Each takes ownership of `body` (malloc'd). */
+enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *body, size_t len);
+enum MHD_Result cr_send_error(cr_conn *c, const cr_error *e);
+/* A finished job's answer: result (200) or its error, with Server-Timing and job headers. */
+enum MHD_Result cr_send_job(cr_conn *c, cr_job *j);
+const char *cr_header(cr_conn *c, const char *name);
+
+/* Route handlers (routes.c). */
+enum MHD_Result cr_route_healthz(cr_conn *c);
+enum MHD_Result cr_route_readyz(cr_conn *c);
+enum MHD_Result cr_route_metrics(cr_conn *c);
+enum MHD_Result cr_route_info(cr_conn *c);
+enum MHD_Result cr_route_kernels(cr_conn *c);
+enum MHD_Result cr_route_op(cr_conn *c);         /* POST /v1/{gemm,ata,histogram} */
+enum MHD_Result cr_route_job_submit(cr_conn *c); /* POST /v1/jobs */
+enum MHD_Result cr_route_job_status(cr_conn *c);
+enum MHD_Result cr_route_job_result(cr_conn *c);
+enum MHD_Result cr_route_job_delete(cr_conn *c);
+/* Called again after a suspended sync request resumes. */
+enum MHD_Result cr_route_op_resumed(cr_conn *c);
+
+#endif

@@ -1,0 +1,23 @@
+/* One line per request (and a few lifecycle lines) to stderr, as text or JSON. Never bodies or
+ * tokens. */
+#ifndef CRUNCHD_LOG_H
+#define CRUNCHD_LOG_H
+
+#include <stdbool.h>
+
+void cr_log_init(bool json);
+/* A lifecycle message: level is "info", "warn" or "error". */
+void cr_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef struct {
+    const char *method, *path;
+    int status;
+    double ms;
+    unsigned long long bytes_in;
+    const char *id, *op, *kernel, *shape, *error_code;
+    double queue_ms, h2d_ms, kernel_ms, d2h_ms;
+} cr_log_request;
+
+void cr_log_req(const cr_log_request *r);
+
+#endif

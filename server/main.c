@@ -1,0 +1,167 @@
+/* crunchd: configuration, backend choice, start-up, the signal loop, drain and exit codes.
+ * Exit codes: 0 drained cleanly; 1 second signal during a drain; 2 bad configuration or
+ * start-up failure; 3 sticky device fault (the supervisor restarts us). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "engine.h"
+#include "http.h"
+#include "job_table.h"
+#include "log.h"
+
+enum { EXIT_DRAINED = 0, EXIT_ABORTED = 1, EXIT_STARTUP = 2, EXIT_DEVICE_FAULT = 3 };
+
+/* Signals are taken synchronously by the main thread; every other thread inherits the mask. */
+static void block_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static int wait_signal(const sigset_t *set, double seconds)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(seconds * 1e9)};
+    int sig = sigtimedwait(set, NULL, &ts);
+    return sig > 0 ? sig : 0;
+}
+
+static cr_engine *start_engine(const cr_config *cfg)
+{
+    char err[512] = "";
+    cr_engine *e = NULL;
+#ifdef CRUNCHD_HAVE_CUDA
+    if (strcmp(cfg->backend, "cpu") != 0) {
+        e = cr_engine_start(&cr_backend_cuda, cfg, err, sizeof err);
+        if (e || strcmp(cfg->backend, "cuda") == 0) {
+            if (!e)
+                cr_log("error", "cuda backend: %s", err);
+            return e;
+        }
+        cr_log("info", "no usable GPU (%s): using the cpu backend", err);
+    }
+#else
+    if (strcmp(cfg->backend, "cuda") == 0) {
+        cr_log("error", "this build has no CUDA backend (nvcc was not found at build time)");
+        return NULL;
+    }
+#endif
+    e = cr_engine_start(&cr_backend_cpu, cfg, err, sizeof err);
+    if (!e)
+        cr_log("error", "cpu backend: %s", err);
+    return e;
+}
+
+static int write_port_file(const char *path, unsigned port)
+{
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    int ok = fprintf(f, "%u\n", port) > 0;
+    ok = (fclose(f) == 0) && ok;
+    return ok && rename(tmp, path) == 0 ? 0 : -1; /* readers never see a half-written file */
+}
+
+static void housekeeping(cr_engine *e, cr_job_table *jobs)
+{
+    double now = cr_now();
+    cr_engine_tick(e, now);
+    cr_job_table_sweep(jobs, now);
+}
+
+/* SIGTERM: refuse new jobs, finish queued and running ones, let clients fetch what they are
+ * owed, all within the grace period. A second signal ends it at once. */
+static int drain(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jobs, int grace_s)
+{
+    double deadline = cr_now() + grace_s;
+    cr_engine_begin_drain(e);
+    cr_log("info", "draining: new jobs get 503; up to %d s for queued and running jobs", grace_s);
+    while (cr_now() < deadline) {
+        int sig = wait_signal(set, 0.05);
+        if (sig == SIGTERM || sig == SIGINT) {
+            cr_log("warn", "second signal: exiting without finishing the drain");
+            return EXIT_ABORTED;
+        }
+        housekeeping(e, jobs);
+        if (cr_engine_wait_idle(e, cr_now()) && cr_job_table_unfetched(jobs) == 0 && cr_http_active(h) == 0) {
+            cr_log("info", "drained: every accepted job finished and was delivered");
+            return EXIT_DRAINED;
+        }
+    }
+    cr_log("warn", "drain grace period of %d s ran out", grace_s);
+    return EXIT_DRAINED;
+}
+
+static int serve(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jobs, const cr_config *cfg)
+{
+    for (;;) {
+        int sig = wait_signal(set, 0.1);
+        if (sig == SIGHUP)
+            cr_log("info", "SIGHUP: logs go to stderr; nothing to reopen");
+        else if (sig)
+            return drain(set, e, h, jobs, cfg->drain_timeout_s);
+        housekeeping(e, jobs);
+        if (cr_engine_failed(e)) {
+            /* Let the answers to in-flight jobs (503 device_fault) go out, then restart. */
+            double until = cr_now() + 2.0;
+            while (cr_now() < until && (cr_http_active(h) > 0 || !cr_engine_wait_idle(e, cr_now()))) {
+                housekeeping(e, jobs);
+                wait_signal(set, 0.02);
+            }
+            cr_log("error", "sticky device error: exiting for the supervisor to restart crunchd");
+            return EXIT_DEVICE_FAULT;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    cr_config cfg;
+    sigset_t set;
+    int rc = cr_config_load(&cfg, argc, argv, stderr);
+    if (rc != 0)
+        return rc > 0 ? 0 : EXIT_STARTUP;
+    cr_log_init(strcmp(cfg.log_format, "json") == 0);
+    block_signals(&set);
+    cr_job_table jobs;
+    if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)cfg.result_cap_mb << 20) < 0)
+        return EXIT_STARTUP;
+    cr_engine *e = start_engine(&cfg);
+    if (!e)
+        return EXIT_STARTUP;
+    char err[256] = "";
+    uint16_t port = 0;
+    cr_http_deps deps = {.cfg = &cfg, .engine = e, .jobs = &jobs};
+    cr_http *h = cr_http_start(&deps, &port, err, sizeof err);
+    if (!h) {
+        cr_log("error", "%s", err);
+        cr_engine_stop(e);
+        return EXIT_STARTUP;
+    }
+    if (cfg.port_file[0] && write_port_file(cfg.port_file, port) < 0)
+        cr_log("warn", "cannot write --port-file %s", cfg.port_file);
+    cr_log("info", "crunchd %s listening on %s:%u, backend %s, %d device(s)", CRUNCHD_VERSION, cfg.bind,
+           port, cr_engine_backend(e)->name, cr_engine_device_count(e));
+    rc = serve(&set, e, h, &jobs, &cfg);
+    if (rc == EXIT_DEVICE_FAULT || rc == EXIT_ABORTED) {
+        /* The device or the operator says stop now: no orderly teardown, no exit handlers. */
+        fflush(stderr);
+        _exit(rc);
+    }
+    cr_http_stop(h);
+    cr_engine_stop(e);
+    cr_job_table_destroy(&jobs);
+    cr_log("info", "bye");
+    return rc;
+}
