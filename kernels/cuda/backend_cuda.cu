@@ -1,0 +1,122 @@
+/* The cuda backend: device enumeration, the kernel list, and the table server/ calls through.
+ * Workers (cuda_worker.cu) and task runs (cuda_run.cu) live beside it. */
+#include <stdint.h>
+#include <string.h>
+
+#include "cuda_worker.h"
+
+#define F32 CR_DT_BIT(CR_DT_F32)
+#define F64 CR_DT_BIT(CR_DT_F64)
+#define HIST_DT (CR_DT_BIT(CR_DT_U8) | F32 | F64)
+
+/* dtypes are what each launcher truly runs: vec and dbuf (and so ata `gemm`) are FP32 only. */
+static const cr_kernel_info cuda_kernels[] = {
+    {"naive", CR_OP_GEMM, F32 | F64, false, false, "one output per thread, global memory"},
+    {"regtile", CR_OP_GEMM, F32 | F64, false, false, "T×T outputs per thread in registers"},
+    {"smem", CR_OP_GEMM, F32 | F64, false, false, "shared-memory tiles"},
+    {"blocktile", CR_OP_GEMM, F32 | F64, false, false, "128×128×8 block tile, 8×8 thread tile"},
+    {"vec", CR_OP_GEMM, F32, false, false, "bank-conflict-free, Aᵀ in shared memory, float4 loads"},
+    {"dbuf", CR_OP_GEMM, F32, false, false, "double-buffered block tile"},
+    {"cublas", CR_OP_GEMM, F32 | F64, false, true, "cuBLAS SGEMM/DGEMM"},
+    {"cublas-tf32", CR_OP_GEMM, F32, true, false, "cuBLAS with TF32 tensor cores"},
+    {"gemm", CR_OP_ATA, F32, false, false, "AᵀA as a GEMM through the dbuf kernel"},
+    {"basic", CR_OP_ATA, F32 | F64, false, false, "one output per thread, full matrix"},
+    {"symtile", CR_OP_ATA, F32 | F64, false, false, "upper-triangle tiles, register-blocked, mirrored"},
+    {"cublas-syrk", CR_OP_ATA, F32 | F64, false, true, "cuBLAS SYRK, triangle mirrored"},
+    {"global", CR_OP_HISTOGRAM, HIST_DT, false, false, "global-memory atomics"},
+    {"smem", CR_OP_HISTOGRAM, HIST_DT, false, false, "shared-memory privatized bins"},
+    {"smem-vec", CR_OP_HISTOGRAM, HIST_DT, false, false, "privatized bins, 16-byte loads, persistent grid"},
+    {"cub", CR_OP_HISTOGRAM, HIST_DT, false, true, "CUB DeviceHistogram::HistogramEven"},
+};
+
+const cr_kernel_info *cr_cuda_kernel_list(size_t *count)
+{
+    *count = sizeof cuda_kernels / sizeof cuda_kernels[0];
+    return cuda_kernels;
+}
+
+static int n_devices;
+
+/* Memory a task frees goes back to its device's pool, not to the driver, so the next task of the
+ * same size allocates without a round trip. */
+static cudaError_t keep_pool_memory(int device, cr_cuda_err *e)
+{
+    cudaMemPool_t pool;
+    uint64_t keep = UINT64_MAX;
+    CR_CHECK(e, cudaDeviceGetDefaultMemPool(&pool, device));
+    CR_CHECK(e, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+cleanup:
+    return e->code;
+}
+
+static cr_status cuda_init(int workers_per_device, char *err, size_t errlen)
+{
+    (void)workers_per_device; /* the engine creates the workers */
+    cr_cuda_err e = {};
+    int count = 0;
+    cudaError_t rc = cudaGetDeviceCount(&count);
+    if (rc != cudaSuccess || count == 0) {
+        snprintf(err, errlen, "no usable CUDA device (CUDA_VISIBLE_DEVICES=%s): %s",
+                 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset",
+                 rc != cudaSuccess ? cudaGetErrorString(rc) : "none found");
+        cudaGetLastError();
+        return CR_E_UNSUPPORTED;
+    }
+    for (int d = 0; d < count; d++) {
+        CR_CHECK(&e, cudaSetDevice(d));
+        CR_CHECK(&e, keep_pool_memory(d, &e));
+    }
+    n_devices = count;
+    return CR_OK;
+cleanup:
+    snprintf(err, errlen, "cuda init: %s", e.msg);
+    return cr_cuda_status(e.code) == CR_E_FATAL ? CR_E_FATAL : CR_E_INTERNAL;
+}
+
+static void cuda_shutdown(void)
+{
+    n_devices = 0; /* the driver releases contexts at process exit; workers are destroyed first */
+}
+
+static int cuda_device_count(void) { return n_devices; }
+
+static cr_status cuda_device_info(int index, cr_device_info *out)
+{
+    cr_cuda_err e = {};
+    cudaDeviceProp prop;
+    size_t free_b = 0, total_b = 0;
+    if (index < 0 || index >= n_devices)
+        return CR_E_INVALID;
+    CR_CHECK(&e, cudaSetDevice(index));
+    CR_CHECK(&e, cudaGetDeviceProperties(&prop, index));
+    CR_CHECK(&e, cudaMemGetInfo(&free_b, &total_b));
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%.127s", prop.name);
+    out->index = index;
+    out->memory_total = total_b;
+    out->memory_free = free_b;
+    out->multiprocessors = prop.multiProcessorCount;
+    out->cc_major = prop.major;
+    out->cc_minor = prop.minor;
+    return CR_OK;
+cleanup:
+    return cr_cuda_status(e.code);
+}
+
+static const cr_kernel_info *cuda_kernel_list(size_t *count) { return cr_cuda_kernel_list(count); }
+
+extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *err, size_t errlen);
+extern "C" void cr_cuda_worker_destroy(cr_worker *w);
+
+extern "C" const cr_backend cr_backend_cuda = {
+    "cuda",
+    cuda_init,
+    cuda_shutdown,
+    cuda_device_count,
+    cuda_device_info,
+    cuda_kernel_list,
+    cr_cuda_worker_create,
+    cr_cuda_worker_destroy,
+    cr_cuda_run,
+    cr_cuda_task_device_bytes,
+};

@@ -1,0 +1,134 @@
+/* The cuda worker: a stream and everything bound to it (cuBLAS handle, events, pinned staging),
+ * created once and reused for every task the worker runs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_worker.h"
+
+static void worker_release(cr_worker *w)
+{
+    /* best effort: after a sticky fault these fail too, and there is nothing left to do */
+    if (w->blas)
+        cublasDestroy(w->blas);
+    for (int i = 0; i < EV_COUNT; i++)
+        if (w->ev[i])
+            cudaEventDestroy(w->ev[i]);
+    if (w->stream)
+        cudaStreamDestroy(w->stream);
+    if (w->pinned)
+        cudaFreeHost(w->pinned);
+    free(w);
+}
+
+/* The first cuBLAS call of a process loads the library's kernels (~100 ms): pay it here, at
+ * start-up, not in the first request. */
+static cudaError_t warm_cublas(cr_worker *w, cr_cuda_err *e)
+{
+    float *d = NULL;
+    const float one = 1.0f, zero = 0.0f;
+    CR_CHECK(e, cudaMallocAsync((void **)&d, 3 * 4 * sizeof(float), w->stream));
+    CR_CHECK(e, cudaMemsetAsync(d, 0, 3 * 4 * sizeof(float), w->stream));
+    CR_CHECK(e, cublasSgemm(w->blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, d + 4, 2, &zero, d + 8, 2));
+    CR_CHECK(e, cudaStreamSynchronize(w->stream));
+cleanup:
+    if (d)
+        cudaFreeAsync(d, w->stream);
+    return e->code;
+}
+
+extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *err, size_t errlen)
+{
+    cr_cuda_err e = {};
+    cudaDeviceProp prop;
+    cr_worker *w = (cr_worker *)calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "out of host memory creating a cuda worker");
+        return CR_E_NOMEM_HOST;
+    }
+    w->device = device;
+    CR_CHECK(&e, cudaSetDevice(device));
+    CR_CHECK(&e, cudaGetDeviceProperties(&prop, device));
+    snprintf(w->device_name, sizeof w->device_name, "%.127s", prop.name);
+    CR_CHECK(&e, cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
+    for (int i = 0; i < EV_COUNT; i++)
+        CR_CHECK(&e, cudaEventCreate(&w->ev[i]));
+    CR_CHECK(&e, cudaDeviceGetDefaultMemPool(&w->pool, device));
+    CR_CHECK(&e, cublasCreate(&w->blas));
+    CR_CHECK(&e, cublasSetStream(w->blas, w->stream));
+    CR_CHECK(&e, warm_cublas(w, &e));
+    *out = w;
+    return CR_OK;
+cleanup:
+    snprintf(err, errlen, "cuda worker on device %d: %s", device, e.msg);
+    cr_status st = cr_cuda_status(e.code);
+    worker_release(w);
+    return st == CR_E_FATAL ? st : (st == CR_E_NOMEM_DEVICE ? st : CR_E_INTERNAL);
+}
+
+extern "C" void cr_cuda_worker_destroy(cr_worker *w)
+{
+    if (!w)
+        return;
+    cudaSetDevice(w->device);
+    cudaStreamSynchronize(w->stream);
+    worker_release(w);
+}
+
+cudaError_t cr_worker_reserve_pinned(cr_worker *w, size_t bytes)
+{
+    if (bytes <= w->pinned_bytes)
+        return cudaSuccess;
+    size_t grown = w->pinned_bytes * 2 > bytes ? w->pinned_bytes * 2 : bytes; /* fewer regrowths */
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, grown, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (grown == bytes || (e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable)) != cudaSuccess)
+            return e;
+        grown = bytes;
+    }
+    if (w->pinned)
+        cudaFreeHost(w->pinned);
+    w->pinned = p;
+    w->pinned_bytes = grown;
+    return cudaSuccess;
+}
+
+/* Errors after which the context is unusable: every later call fails the same way. */
+static bool is_sticky(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorDevicesUnavailable:
+        return true;
+    default:
+        return false;
+    }
+}
+
+cr_status cr_cuda_status(cudaError_t e)
+{
+    if (e == cudaSuccess)
+        return CR_OK;
+    if (is_sticky(e))
+        return CR_E_FATAL;
+    cudaGetLastError(); /* clear it; if it comes straight back, it was sticky after all */
+    if (is_sticky(cudaPeekAtLastError()))
+        return CR_E_FATAL;
+    switch (e) {
+    case cudaErrorMemoryAllocation: return CR_E_NOMEM_DEVICE;
+    case cudaErrorNotSupported: return CR_E_UNSUPPORTED;
+    case cudaErrorInvalidValue: return CR_E_INVALID;
+    default: return CR_E_INTERNAL;
+    }
+}
