@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -38,13 +39,17 @@ _Static_assert(sizeof kernel_list / sizeof kernel_list[0] == sizeof kernel_fns /
 
 #define KERNEL_COUNT (sizeof kernel_list / sizeof kernel_list[0])
 
-/* CRUNCHD_CPU_THREADS caps OpenBLAS's threads (e.g. one per worker when workers run in
- * parallel); unset leaves OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores). */
-static cr_status apply_thread_setting(char *err, size_t errlen)
+/* CRUNCHD_CPU_THREADS caps OpenBLAS's threads; unset, the cores are shared out among the
+ * workers so that parallel jobs do not oversubscribe the machine. */
+static cr_status apply_thread_setting(int workers, char *err, size_t errlen)
 {
     const char *s = getenv("CRUNCHD_CPU_THREADS");
-    if (s == NULL || *s == '\0')
+    if (s == NULL || *s == '\0') {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        long per_worker = workers > 0 && cores > 0 ? cores / workers : 1;
+        openblas_set_num_threads(per_worker > 0 ? (int)per_worker : 1);
         return CR_OK;
+    }
     char *end = NULL;
     errno = 0;
     long n = strtol(s, &end, 10);
@@ -57,9 +62,8 @@ static cr_status apply_thread_setting(char *err, size_t errlen)
 
 static cr_status cpu_init(int workers_per_device, char *err, size_t errlen)
 {
-    (void)workers_per_device; /* the CPU has no streams to multiply */
-    cpu_model_name();         /* read /proc/cpuinfo now rather than on the first job */
-    return apply_thread_setting(err, errlen);
+    cpu_model_name(); /* read /proc/cpuinfo now rather than on the first job */
+    return apply_thread_setting(workers_per_device, err, errlen);
 }
 
 static void cpu_shutdown(void) {}
