@@ -1,0 +1,193 @@
+"""api/openapi.yaml is a valid OpenAPI document, and it and the daemon agree: every route of the
+spec is served, routes outside it are not, and real answers validate against its schemas."""
+
+import pathlib
+
+import pytest
+import yaml
+from openapi_schema_validator import OAS30Validator
+from openapi_spec_validator import validate
+
+from conftest import ROOT, parse_server_timing
+
+SPEC_PATH = ROOT / "api" / "openapi.yaml"
+METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+
+
+@pytest.fixture(scope="module")
+def spec():
+    with open(SPEC_PATH) as f:
+        return yaml.safe_load(f)
+
+
+def schema_validator(spec, name):
+    """A validator for components.schemas[name] that resolves the spec's $refs."""
+    return OAS30Validator({"$ref": f"#/components/schemas/{name}",
+                           "components": spec["components"]})
+
+
+def check(spec, name, instance):
+    errors = sorted(schema_validator(spec, name).iter_errors(instance), key=str)
+    assert not errors, f"{name}: " + "; ".join(e.message for e in errors[:5])
+
+
+def test_spec_is_valid_openapi(spec):
+    validate(spec)
+    assert spec["openapi"].startswith("3.")
+
+
+def spec_operations(spec):
+    for path, item in spec["paths"].items():
+        for method in METHODS:
+            if method in item:
+                yield path, method.upper()
+
+
+def test_spec_lists_the_contract_routes(spec):
+    ops = set(spec_operations(spec))
+    assert ops == {
+        ("/v1/gemm", "POST"), ("/v1/ata", "POST"), ("/v1/histogram", "POST"),
+        ("/v1/jobs", "POST"), ("/v1/jobs/{id}", "GET"), ("/v1/jobs/{id}", "DELETE"),
+        ("/v1/jobs/{id}/result", "GET"), ("/healthz", "GET"), ("/readyz", "GET"),
+        ("/metrics", "GET"), ("/v1/info", "GET"), ("/v1/kernels", "GET"),
+    }, ops
+
+
+def test_spec_error_codes_match_error_h(spec):
+    """The spec's code vocabulary is the one of server/error.h (plus 409 'cancelled')."""
+    text = (ROOT / "server" / "error.h").read_text()
+    import re
+    codes = set(re.findall(r"^ \*\s+[0-9/]+\s+([a-z_]+)\s", text, re.M))
+    assert {"invalid_json", "shape_mismatch", "deadline_exceeded"} <= codes, codes
+    enum = set(spec["components"]["schemas"]["ErrorCode"]["enum"])
+    assert enum == codes | {"cancelled"}, (enum ^ (codes | {"cancelled"}))
+
+
+BODIES = {
+    "/v1/gemm": {"a": [[1, 2], [3, 4]], "b": {"rows": 2, "cols": 1, "data": [1, 1]}},
+    "/v1/ata": {"a": [[1, 2], [3, 4], [5, 6]], "dtype": "float64"},
+    "/v1/histogram": {"data": [0.5, 1.5, 2.5], "dtype": "float32", "bins": 3},
+    "/v1/jobs": {"op": "histogram", "data": [1, 2, 255]},
+}
+
+
+def request_for(daemon, path, method):
+    if "{id}" in path:
+        jid = daemon.submit({"op": "gemm", "a": [[2]], "b": [[3]]})
+        daemon.wait_job(jid)
+        path = path.replace("{id}", jid)
+    body = BODIES.get(path) if method == "POST" else None
+    return daemon.request(method, path, json=body) if body is not None else \
+        daemon.request(method, path)
+
+
+def test_every_spec_route_is_served(daemon, spec):
+    failures = []
+    for path, method in spec_operations(spec):
+        r = request_for(daemon, path, method)
+        if r.status_code in (404, 405) or r.status_code >= 500:
+            failures.append(f"{method} {path}: {r.status_code} {r.text[:200]}")
+        documented = spec["paths"][path][method.lower()]["responses"]
+        if str(r.status_code) not in documented:
+            failures.append(f"{method} {path}: status {r.status_code} is not documented")
+    assert not failures, "\n".join(failures)
+
+
+def test_methods_outside_spec_are_405(daemon, spec):
+    """For each spec path, the methods it does not list answer 405 with an Allow of the
+    listed ones."""
+    failures = []
+    jid = daemon.submit({"op": "gemm", "a": [[2]], "b": [[3]]})
+    daemon.wait_job(jid)
+    for path, item in spec["paths"].items():
+        listed = {m.upper() for m in METHODS if m in item}
+        real = path.replace("{id}", jid)
+        for method in ("GET", "POST", "PUT", "DELETE", "PATCH"):
+            if method in listed:
+                continue
+            r = daemon.request(method, real, data=b"{}",
+                               headers={"Content-Type": "application/json"})
+            if r.status_code != 405:
+                failures.append(f"{method} {path}: {r.status_code}, want 405")
+                continue
+            allow = {m.strip().upper() for m in r.headers.get("Allow", "").split(",") if m.strip()}
+            if not (listed <= allow <= listed | {"HEAD", "OPTIONS"}):
+                failures.append(f"{method} {path}: Allow {allow}, spec lists {listed}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("method,path", [
+    ("GET", "/"), ("GET", "/v1"), ("GET", "/v1/"), ("POST", "/v1/syrk"), ("POST", "/v1/fft"),
+    ("GET", "/v1/jobs/x/result/y"), ("GET", "/v1/job"), ("POST", "/v2/gemm"),
+    ("GET", "/health"), ("GET", "/ready"), ("GET", "/v1/info/x"), ("GET", "/v1/kernels/gemm"),
+    ("DELETE", "/v1/jobs"), ("GET", "/metrics.json"), ("GET", "/openapi.yaml/x"),
+])
+def test_routes_outside_spec_not_served(daemon, spec, method, path):
+    assert path not in spec["paths"]
+    r = daemon.request(method, path, json={} if method == "POST" else None)
+    assert r.status_code in (404, 405), (r.status_code, r.text[:200])
+    assert r.json()["error"]["code"] in ("not_found", "method_not_allowed")
+
+
+# -- real answers against the schemas ------------------------------------------------------------
+
+def test_sync_answers_match_schema(daemon, spec):
+    for path, body in BODIES.items():
+        if path == "/v1/jobs":
+            continue
+        r = daemon.post(path, body)
+        assert r.status_code == 200, r.text
+        check(spec, "JobResult", r.json())
+        parse_server_timing(r.headers["Server-Timing"])
+    r = daemon.post("/v1/gemm", dict(BODIES["/v1/gemm"], kernel="all"))
+    check(spec, "JobResult", r.json())
+    assert r.json()["kernels"]
+
+
+def test_request_examples_match_schema(spec):
+    """The spec's own examples are valid requests for its schemas."""
+    check(spec, "GemmRequest", spec["paths"]["/v1/gemm"]["post"]["requestBody"]["content"]
+          ["application/json"]["example"])
+    for ex in spec["paths"]["/v1/histogram"]["post"]["requestBody"]["content"][
+            "application/json"]["examples"].values():
+        check(spec, "HistogramRequest", ex["value"])
+    for path, body in BODIES.items():
+        name = {"/v1/gemm": "GemmRequest", "/v1/ata": "AtaRequest",
+                "/v1/histogram": "HistogramRequest", "/v1/jobs": "JobRequest"}[path]
+        check(spec, name, body)
+    bad = list(schema_validator(spec, "GemmRequest").iter_errors({"a": [[1]], "b": [[1]],
+                                                                   "bogus": 1}))
+    assert bad, "unknown fields must be refused by the schema as by the daemon"
+
+
+def test_async_answers_match_schema(daemon, spec):
+    r = daemon.post("/v1/jobs", BODIES["/v1/jobs"])
+    assert r.status_code == 202
+    check(spec, "JobAccepted", r.json())
+    jid = r.json()["id"]
+    j, _ = daemon.wait_job(jid)
+    check(spec, "JobStatus", j)
+    r = daemon.get(f"/v1/jobs/{jid}/result")
+    check(spec, "JobResult", r.json())
+    r = daemon.delete(f"/v1/jobs/{jid}")
+    check(spec, "JobStatus", r.json())
+    r = daemon.get(f"/v1/jobs/{jid}")
+    assert r.status_code == 404
+    check(spec, "Error", r.json())
+
+
+def test_ops_answers_match_schema(daemon, spec):
+    check(spec, "Health", daemon.get("/healthz").json())
+    check(spec, "Ready", daemon.get("/readyz").json())
+    check(spec, "Info", daemon.get("/v1/info").json())
+    check(spec, "Kernels", daemon.get("/v1/kernels").json())
+
+
+def test_error_answers_match_schema(daemon, spec):
+    for r in (daemon.post("/v1/gemm", data=b"nope", headers={"Content-Type": "application/json"}),
+              daemon.post("/v1/gemm", {"a": [[1, 2]], "b": [[1, 2]]}),
+              daemon.get("/v1/gemm"),
+              daemon.get("/nope"),
+              daemon.post("/v1/ata", {"a": [[1]], "zzz": 0})):
+        assert r.status_code >= 400
+        check(spec, "Error", r.json())
