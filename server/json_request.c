@@ -495,7 +495,7 @@ static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim, 
     if (!cJSON_IsObject(root))
         return cr_fail(err, 400, "invalid_json", "",
                        "request body must be a JSON object, got %s", cr_json_type_name(root));
-    cr_op op;
+    cr_op op = CR_OP_COUNT;
     if (resolve_op(root, route_op, &op, err))
         return -1;
     r->task.op = op;
