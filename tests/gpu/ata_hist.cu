@@ -1,0 +1,333 @@
+/* GPU tests of the AᵀA and histogram kernels (run on the device machine).
+ * AᵀA: every kernel × F32/F64 × stored A or Aᵀ × odd, prime, tiny and tile-straddling shapes,
+ * against a float64 CPU reference, element-wise within γ_m·Σ|aₖᵢaₖⱼ| (the rounding bound of an
+ * m-term dot product), output poisoned with NaN first so an unwritten element fails.
+ * Histograms: every kernel exact against a CPU count: lengths around the 16-byte vector,
+ * unaligned starts, all-equal bytes, floats on the edges, at lo and hi, outside, NaN, and a few
+ * answers taken from numpy itself. Ends with "ata_hist: N passed, M failed". */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "kernels/cuda/ata_hist_kernels.h"
+#include "kernels/cuda/hist_bin.cuh"
+
+static int passed, failed;
+
+static void expect(bool ok, const char *what)
+{
+    if (ok) {
+        passed++;
+    } else {
+        failed++;
+        printf("FAIL %s\n", what);
+    }
+}
+
+static bool cuda_ok(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return true;
+    printf("FAIL %s: %s\n", what, cudaGetErrorString(e));
+    failed++;
+    cudaGetLastError();
+    return false;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static double uniform(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() >> 11) / 9007199254740992.0; }
+
+/* ---------------- AᵀA ---------------- */
+
+struct ata_ref { std::vector<double> c, s; }; /* AᵀA and Σ|aₖᵢaₖⱼ| */
+
+static ata_ref reference_ata(const std::vector<double> &a, int64_t m, int64_t n)
+{
+    ata_ref r;
+    r.c.assign(n * n, 0.0);
+    r.s.assign(n * n, 0.0);
+    for (int64_t k = 0; k < m; k++) {
+        const double *row = &a[k * n];
+        for (int64_t i = 0; i < n; i++) {
+            double ai = row[i];
+            double *ci = &r.c[i * n], *si = &r.s[i * n];
+            for (int64_t j = 0; j < n; j++) {
+                ci[j] += ai * row[j];
+                si[j] += fabs(ai * row[j]);
+            }
+        }
+    }
+    return r;
+}
+
+template <typename T>
+static void check_ata(const char *kname, cr_ata_launcher fn, int64_t m, int64_t n, bool trans,
+                      const std::vector<double> &a, const ata_ref &ref)
+{
+    char what[160];
+    snprintf(what, sizeof what, "ata %s %s m=%lld n=%lld trans=%d", kname, sizeof(T) == 4 ? "f32" : "f64",
+             (long long)m, (long long)n, trans);
+    cr_dtype dt = sizeof(T) == 4 ? CR_DT_F32 : CR_DT_F64;
+    std::vector<T> host_a(m * n), host_c(n * n);
+    for (int64_t k = 0; k < m; k++)
+        for (int64_t i = 0; i < n; i++)
+            host_a[trans ? i * m + k : k * n + i] = (T)a[k * n + i]; /* a is exact in T */
+    T *da = NULL, *dc = NULL;
+    void *work = NULL;
+    cr_ata_dev d = {m, n, trans, NULL, NULL, NULL};
+    size_t wb = cr_cuda_ata_work_bytes(&d, dt, fn);
+    bool ok = cuda_ok(cudaMalloc(&da, host_a.size() * sizeof(T) + 16), what) &&
+              cuda_ok(cudaMalloc(&dc, host_c.size() * sizeof(T) + 16), what) &&
+              (wb == 0 || cuda_ok(cudaMalloc(&work, wb), what)) &&
+              cuda_ok(cudaMemcpy(da, host_a.data(), host_a.size() * sizeof(T), cudaMemcpyHostToDevice), what) &&
+              cuda_ok(cudaMemset(dc, 0xff, host_c.size() * sizeof(T)), what); /* NaN poison */
+    if (ok) {
+        d.a = da;
+        d.c = dc;
+        d.work = work;
+        ok = cuda_ok(fn(&d, dt, 0), what) && cuda_ok(cudaDeviceSynchronize(), what) &&
+             cuda_ok(cudaMemcpy(host_c.data(), dc, host_c.size() * sizeof(T), cudaMemcpyDeviceToHost), what);
+    }
+    if (ok) {
+        double eps = sizeof(T) == 4 ? 5.96e-8 : 1.11e-16, worst = 0;
+        int64_t bad = 0;
+        for (int64_t x = 0; x < n * n; x++) {
+            double err = fabs((double)host_c[x] - ref.c[x]);
+            double bound = 2.0 * (double)(m + 2) * eps * ref.s[x] + 1e-300;
+            if (!(err <= bound))
+                bad++;
+            if (err / bound > worst || err != err)
+                worst = err / bound;
+        }
+        if (bad)
+            printf("  %s: %lld elements out of bound (worst err/bound %.3g)\n", what, (long long)bad, worst);
+        expect(bad == 0, what);
+    }
+    cudaFree(da);
+    cudaFree(dc);
+    cudaFree(work);
+}
+
+static void test_ata(void)
+{
+    static const int64_t shapes[][2] = {
+        {1, 1}, {7, 7}, {31, 31}, {64, 64}, {127, 127}, {128, 128}, {129, 129}, {1000, 1000},
+        {1023, 1023}, {1, 129}, {129, 1}, {300, 67}, {67, 300}, {997, 131}, {131, 997}, {2, 1021},
+        {0, 5}, {257, 256}, {16, 130},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t m = shapes[s][0], n = shapes[s][1];
+        std::vector<double> a(m * n);
+        for (auto &x : a) /* values exact in float: the reference sees the very inputs */
+            x = (double)(float)uniform(-1.0, 1.0);
+        ata_ref ref = reference_ata(a, m, n);
+        for (int trans = 0; trans < 2; trans++) {
+            check_ata<float>("basic", cr_cuda_ata_basic, m, n, trans, a, ref);
+            check_ata<float>("symtile", cr_cuda_ata_symtile, m, n, trans, a, ref);
+            check_ata<double>("basic", cr_cuda_ata_basic, m, n, trans, a, ref);
+            check_ata<double>("symtile", cr_cuda_ata_symtile, m, n, trans, a, ref);
+        }
+    }
+}
+
+/* ---------------- histograms ---------------- */
+
+struct hist_kernel { const char *name; cr_hist_launcher fn; };
+
+static cudaError_t run_cub(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
+{
+    size_t bytes = 0;
+    void *temp = NULL;
+    cudaError_t e = cr_cuda_hist_cub(h, dt, NULL, &bytes, s);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&temp, bytes ? bytes : 1);
+    if (e == cudaSuccess)
+        e = cr_cuda_hist_cub(h, dt, temp, &bytes, s);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s);
+    cudaFree(temp);
+    return e;
+}
+
+static const hist_kernel hist_kernels[] = {
+    {"global", cr_cuda_hist_global}, {"smem", cr_cuda_hist_smem},
+    {"smem-vec", cr_cuda_hist_smem_vec}, {"cub", run_cub},
+};
+
+/* Runs every kernel on bytes [offset, offset+len) of `host` placed at the same offset from a
+ * 256-byte aligned device buffer, and compares with `want`. */
+static void check_hist(const char *what, const void *host, size_t elem, int64_t count, size_t offset,
+                       cr_dtype dt, int bins, double lo, double hi, const std::vector<uint64_t> &want)
+{
+    char *dbuf = NULL;
+    unsigned long long *dcounts = NULL;
+    std::vector<uint64_t> got(bins);
+    if (!cuda_ok(cudaMalloc(&dbuf, count * elem + offset + 16), what) ||
+        !cuda_ok(cudaMalloc(&dcounts, bins * sizeof(uint64_t)), what))
+        goto out;
+    if (count && !cuda_ok(cudaMemcpy(dbuf + offset, host, count * elem, cudaMemcpyHostToDevice), what))
+        goto out;
+    for (const hist_kernel &k : hist_kernels) {
+        char name[200];
+        snprintf(name, sizeof name, "hist %s %s", k.name, what);
+        cr_hist_dev h = {count, dbuf + offset, bins, lo, hi, dcounts};
+        cudaMemset(dcounts, 0xab, bins * sizeof(uint64_t)); /* launchers must zero it themselves */
+        if (!cuda_ok(k.fn(&h, dt, 0), name) || !cuda_ok(cudaDeviceSynchronize(), name) ||
+            !cuda_ok(cudaMemcpy(got.data(), dcounts, bins * sizeof(uint64_t), cudaMemcpyDeviceToHost), name))
+            continue;
+        int bad = -1;
+        for (int b = 0; b < bins && bad < 0; b++)
+            if (got[b] != want[b])
+                bad = b;
+        if (bad >= 0)
+            printf("  %s: bin %d got %llu want %llu\n", name, bad, (unsigned long long)got[bad],
+                   (unsigned long long)want[bad]);
+        expect(bad < 0, name);
+    }
+out:
+    cudaFree(dbuf);
+    cudaFree(dcounts);
+}
+
+static void test_hist_bytes(void)
+{
+    static const int64_t lengths[] = {0, 1, 15, 16, 17, 31, 33, 1000003, (1 << 24) + 5};
+    static const size_t offsets[] = {0, 1, 3, 7, 15};
+    for (int64_t len : lengths)
+        for (size_t off : offsets) {
+            std::vector<unsigned char> data(len);
+            std::vector<uint64_t> want(256, 0);
+            for (auto &x : data) {
+                x = (unsigned char)(rnd() >> 56);
+                want[x]++;
+            }
+            char what[96];
+            snprintf(what, sizeof what, "u8 len=%lld offset=%zu", (long long)len, off);
+            check_hist(what, data.data(), 1, len, off, CR_DT_U8, 256, 0, 256, want);
+        }
+    /* all bytes equal: every atomic on one bin (the worst contention) */
+    for (int value : {0, 171, 255}) {
+        int64_t len = 3000017;
+        std::vector<unsigned char> data(len, (unsigned char)value);
+        std::vector<uint64_t> want(256, 0);
+        want[value] = len;
+        char what[64];
+        snprintf(what, sizeof what, "u8 all-equal %d", value);
+        check_hist(what, data.data(), 1, len, 5, CR_DT_U8, 256, 0, 256, want);
+    }
+    /* bytes into other bins: numpy's rule on the byte values */
+    {
+        int64_t len = 100003;
+        std::vector<unsigned char> data(len);
+        cr_hist_params p = {10, 200, 190, 19, 10};
+        std::vector<uint64_t> want(10, 0);
+        for (auto &x : data) {
+            x = (unsigned char)(rnd() >> 56);
+            int b = cr_hist_bin((double)x, p);
+            if (b >= 0)
+                want[b]++;
+        }
+        check_hist("u8 10 bins over [10, 200]", data.data(), 1, len, 3, CR_DT_U8, 10, 10, 200, want);
+    }
+}
+
+/* Values that sit on every edge numpy's linspace gives, on lo and hi, just outside, NaN, ±inf,
+ * plus random ones around the range. */
+template <typename T>
+static std::vector<T> edge_values(int64_t count, const cr_hist_params &p)
+{
+    std::vector<T> v;
+    for (int i = 0; i <= p.bins && (int64_t)v.size() < count; i++)
+        v.push_back((T)cr_hist_edge(p, i));
+    const T special[] = {(T)p.lo, (T)p.hi, (T)nextafter(p.hi, INFINITY), (T)nextafter(p.lo, -INFINITY),
+                         (T)NAN, (T)INFINITY, (T)-INFINITY, (T)nextafter(p.hi, -INFINITY)};
+    for (T x : special)
+        if ((int64_t)v.size() < count)
+            v.push_back(x);
+    while ((int64_t)v.size() < count)
+        v.push_back((T)uniform(p.lo - 0.2 * p.span, p.hi + 0.2 * p.span));
+    for (int64_t i = count - 1; i > 0; i--) /* shuffle, so the edges are not all at the head */
+        std::swap(v[i], v[rnd() % (i + 1)]);
+    return v;
+}
+
+template <typename T>
+static void test_hist_floats_of(cr_dtype dt)
+{
+    static const int64_t lengths[] = {1, 15, 16, 17, 1000003};
+    static const int bin_counts[] = {1, 10, 100, 5000, 20000};
+    for (int64_t len : lengths)
+        for (int bins : bin_counts)
+            for (size_t off_elems : {0, 1}) {
+                cr_hist_dev hd = {len, NULL, bins, -1.7, 3.1, NULL};
+                cr_hist_params p = {};
+                cr_hist_make_params(&hd, &p);
+                std::vector<T> data = edge_values<T>(len, p);
+                std::vector<uint64_t> want(bins, 0);
+                for (T x : data) {
+                    int b = cr_hist_bin((double)x, p);
+                    if (b >= 0)
+                        want[b]++;
+                }
+                char what[96];
+                snprintf(what, sizeof what, "%s len=%lld bins=%d offset=%zu", sizeof(T) == 4 ? "f32" : "f64",
+                         (long long)len, bins, off_elems);
+                check_hist(what, data.data(), sizeof(T), len, off_elems * sizeof(T), dt, bins, -1.7, 3.1, want);
+            }
+}
+
+/* Answers numpy 2.4 gave for the same float64 data (np.histogram(d, bins, range)). */
+static void test_hist_numpy_answers(void)
+{
+    const double d1[] = {0.3, 0.1, 0.2, 0.7, 1.0, 0.0, -0.0, 0.5, 0.9999999999999999, 1.0000000000000002,
+                         NAN, 0.6, 0.8, 0.4, -1e-300, INFINITY, -INFINITY};
+    std::vector<uint64_t> w1 = {2, 1, 2, 0, 1, 2, 1, 0, 1, 2};
+    check_hist("numpy [0,1] 10 bins", d1, 8, 17, 0, CR_DT_F64, 10, 0.0, 1.0, w1);
+    double d2[8];
+    cr_hist_params p2 = {0.1, 0.7, 0.7 - 0.1, (0.7 - 0.1) / 7, 7};
+    for (int i = 0; i <= 7; i++) /* np.linspace(0.1, 0.7, 8) */
+        d2[i] = cr_hist_edge(p2, i);
+    std::vector<uint64_t> w2 = {1, 1, 1, 1, 1, 1, 2};
+    check_hist("numpy linspace(0.1,0.7,8) 7 bins", d2, 8, 8, 8, CR_DT_F64, 7, 0.1, 0.7, w2);
+    const double d3[] = {5.0, 5.0, 4.5, 5.5, 5.6};
+    check_hist("numpy empty range (5,5) 1 bin", d3, 8, 5, 0, CR_DT_F64, 1, 5.0, 5.0, std::vector<uint64_t>{4});
+    const double d4[] = {4.5, 5.5, 5.0};
+    check_hist("numpy empty range (5,5) 2 bins", d4, 8, 3, 0, CR_DT_F64, 2, 5.0, 5.0, std::vector<uint64_t>{1, 2});
+}
+
+static void test_hist_invalid(void)
+{
+    unsigned long long *dc = NULL;
+    cudaMalloc(&dc, 64);
+    cr_hist_dev bad_range = {0, NULL, 4, 2.0, 1.0, dc}, bad_bins = {0, NULL, 0, 0.0, 1.0, dc};
+    cr_hist_dev inf_range = {0, NULL, 4, 0.0, INFINITY, dc};
+    for (const hist_kernel &k : hist_kernels) {
+        expect(k.fn(&bad_range, CR_DT_F32, 0) == cudaErrorInvalidValue, "hist lo > hi is invalid");
+        expect(k.fn(&bad_bins, CR_DT_F32, 0) == cudaErrorInvalidValue, "hist 0 bins is invalid");
+        expect(k.fn(&inf_range, CR_DT_F64, 0) == cudaErrorInvalidValue, "hist infinite range is invalid");
+        expect(k.fn(&bad_bins, CR_DT_I32, 0) == cudaErrorNotSupported, "hist int32 unsupported");
+    }
+    cudaFree(dc);
+}
+
+int main(void)
+{
+    test_ata();
+    test_hist_bytes();
+    test_hist_floats_of<float>(CR_DT_F32);
+    test_hist_floats_of<double>(CR_DT_F64);
+    test_hist_numpy_answers();
+    test_hist_invalid();
+    printf("ata_hist: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
