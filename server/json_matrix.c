@@ -43,7 +43,7 @@ const char *cr_json_type_name(const cJSON *n)
 static int put_element(const cJSON *e, cr_dtype dt, void *dst, int64_t at, const elem_path *p,
                        cr_error *err)
 {
-    char where[64];
+    char where[96];
     if (!cJSON_IsNumber(e))
         return cr_fail(err, 400, "invalid_field", path_text(p, where, sizeof where),
                        "%s must be a number, got %s", where, cr_json_type_name(e));

@@ -387,7 +387,7 @@ static int get_range(const cJSON *root, bool *present, double *lo, double *hi, c
     double v[2];
     for (int i = 0; i < 2; i++) {
         const cJSON *e = cJSON_GetArrayItem(n, i);
-        char field[16];
+        char field[24];
         snprintf(field, sizeof field, "range[%d]", i);
         if (!cJSON_IsNumber(e))
             return cr_fail(err, 400, "invalid_field", field, "%s must be a number, got %s",
