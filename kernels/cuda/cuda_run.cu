@@ -317,9 +317,10 @@ cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err,
         return st;
     plan_task(t, &l);
     CR_CHECK(&e, cudaSetDevice(w->device));
-    if ((st = stage_inputs(w, &l, err, errlen)) != CR_OK)
-        return st;
+    /* device memory first: a task too big for the device fails before any host staging */
     CR_CHECK(&e, cudaMallocFromPoolAsync((void **)&dev, l.total ? l.total : 1, w->pool, w->stream));
+    if ((st = stage_inputs(w, &l, err, errlen)) != CR_OK)
+        goto cleanup;
     CR_CHECK(&e, cudaEventRecord(w->ev[EV_START], w->stream));
     if (l.in_end)
         CR_CHECK(&e, cudaMemcpyAsync(dev, w->pinned, l.in_end, cudaMemcpyHostToDevice, w->stream));
@@ -343,6 +344,8 @@ cleanup:
         cudaFreeAsync(dev, w->stream);
     if (e.code != cudaSuccess || cancelled)
         cudaStreamSynchronize(w->stream); /* nothing of this task may still touch the staging */
+    if (st != CR_OK && e.code == cudaSuccess)
+        return st; /* host staging failed; err says why */
     if (cancelled && !e.code) {
         snprintf(err, errlen, "cancelled");
         return CR_E_CANCELLED;
