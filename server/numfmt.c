@@ -184,14 +184,32 @@ static size_t fmt_f32_fast(char *out, float v)
     return 0;
 }
 
+/* printf writes "1e+38" and "1e-07"; the fast path writes "1e38" and "1e-7". Same values, but
+ * one spelling keeps responses uniform. */
+static size_t tidy_exponent(char *out, size_t n)
+{
+    char *e = strchr(out, 'e');
+    if (!e)
+        return n;
+    char *src = e + 1, *dst = e + 1;
+    if (*src == '+')
+        src++;
+    else if (*src == '-')
+        *dst++ = *src++;
+    while (*src == '0' && src[1] != '\0')
+        src++;
+    memmove(dst, src, strlen(src) + 1);
+    return strlen(out);
+}
+
 static size_t fmt_f32_slow(char *out, float v)
 {
     for (int p = 1; p <= 9; p++) {
         int n = snprintf(out, CR_NUMFMT_MAX, "%.*g", p, (double)v);
         if (strtof(out, NULL) == v && (float)strtod(out, NULL) == v)
-            return (size_t)n;
+            return tidy_exponent(out, (size_t)n);
     }
-    return (size_t)snprintf(out, CR_NUMFMT_MAX, "%.9g", (double)v);
+    return tidy_exponent(out, (size_t)snprintf(out, CR_NUMFMT_MAX, "%.9g", (double)v));
 }
 
 size_t cr_fmt_f32(char *out, float v)
@@ -295,7 +313,7 @@ static size_t fmt_f64_slow(char *out, double v)
         if (strtod(out, NULL) == v)
             break;
     }
-    return (size_t)n;
+    return tidy_exponent(out, (size_t)n);
 }
 
 size_t cr_fmt_f64(char *out, double v)

@@ -1,0 +1,368 @@
+/* Unit tests of the JSON response encoders and number formatting: every body is parsed back
+ * with cJSON and checked, numbers must round-trip exactly. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/job.h"
+#include "server/json_response.h"
+#include "server/numfmt.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (cond) {                                                                            \
+            passed++;                                                                          \
+        } else {                                                                               \
+            failed++;                                                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+        }                                                                                      \
+    } while (0)
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Parses body (checking len) and returns the tree; NULL counts as a failure. */
+static cJSON *parse(const char *body, size_t len)
+{
+    CHECK(body != NULL && strlen(body) == len, "body and length agree");
+    if (!body)
+        return NULL;
+    cJSON *j = cJSON_ParseWithLength(body, len);
+    CHECK(j != NULL, "valid JSON: %.200s", body);
+    return j;
+}
+
+static const cJSON *get(const cJSON *o, const char *path)
+{
+    char key[64];
+    const char *dot;
+    while (o && (dot = strchr(path, '.'))) {
+        snprintf(key, sizeof key, "%.*s", (int)(dot - path), path);
+        o = cJSON_GetObjectItemCaseSensitive(o, key);
+        path = dot + 1;
+    }
+    return o ? cJSON_GetObjectItemCaseSensitive(o, path) : NULL;
+}
+
+static int str_is(const cJSON *o, const char *path, const char *want)
+{
+    const cJSON *n = get(o, path);
+    return cJSON_IsString(n) && strcmp(n->valuestring, want) == 0;
+}
+
+/* ---- numbers --------------------------------------------------------------------------- */
+
+static void test_numfmt(void)
+{
+    char b[CR_NUMFMT_MAX];
+    long bad32 = 0, bad64 = 0;
+    for (long i = 0; i < 2000000; i++) {
+        uint32_t u = (uint32_t)rng();
+        float f;
+        memcpy(&f, &u, sizeof f);
+        if (i % 2)
+            f = (float)(rng() % 2000001) / 997.0f - 1000.0f;
+        if (!isfinite(f))
+            continue;
+        size_t n = cr_fmt_f32(b, f);
+        float g = strtof(b, NULL), h = (float)strtod(b, NULL);
+        if (n != strlen(b) || memcmp(&g, &f, 4) || memcmp(&h, &f, 4))
+            if (bad32++ < 5)
+                fprintf(stderr, "f32 %a -> %s\n", (double)f, b);
+    }
+    CHECK(bad32 == 0, "float32 round trips (%ld bad)", bad32);
+    for (long i = 0; i < 1000000; i++) {
+        uint64_t u = rng();
+        double d;
+        memcpy(&d, &u, sizeof d);
+        if (i % 3 == 1)
+            d = ldexp((double)(rng() >> 11), -(int)(rng() % 90));
+        if (i % 3 == 2)
+            d = (double)(rng() % 100000000) / 1000.0;
+        if (!isfinite(d))
+            continue;
+        size_t n = cr_fmt_f64(b, d);
+        double g = strtod(b, NULL);
+        if (n != strlen(b) || memcmp(&g, &d, 8))
+            if (bad64++ < 5)
+                fprintf(stderr, "f64 %a -> %s\n", d, b);
+    }
+    CHECK(bad64 == 0, "float64 round trips (%ld bad)", bad64);
+
+    static const struct { float v; const char *text; } f32[] = {
+        {0.1f, "0.1"}, {1.0f, "1"}, {-2.5f, "-2.5"}, {0.0f, "0"}, {-0.0f, "-0"},
+        {1e-45f, "1e-45"}, {3.4028235e38f, "3.4028235e38"}, {16777216.0f, "16777216"},
+        {123456.7f, "123456.7"}, {1e-6f, "0.000001"}, {0.3f, "0.3"},
+    };
+    for (size_t i = 0; i < sizeof f32 / sizeof f32[0]; i++) {
+        cr_fmt_f32(b, f32[i].v);
+        float back = strtof(b, NULL);
+        CHECK(strcmp(b, f32[i].text) == 0 || (strlen(b) <= strlen(f32[i].text) && back == f32[i].v),
+              "f32 %g -> %s, want %s", (double)f32[i].v, b, f32[i].text);
+    }
+    cr_fmt_f64(b, 0.1);
+    CHECK(strcmp(b, "0.1") == 0, "0.1 -> %s", b);
+    cr_fmt_f64(b, 0.30000000000000004);
+    CHECK(strcmp(b, "0.30000000000000004") == 0, "0.30000000000000004 -> %s", b);
+    cr_fmt_f64(b, 5e-324);
+    CHECK(strtod(b, NULL) == 5e-324, "denormal min -> %s", b);
+    CHECK(cr_fmt_f64(b, INFINITY) == 4 && strcmp(b, "null") == 0, "inf -> null");
+    CHECK(cr_fmt_f32(b, NAN) == 4 && strcmp(b, "null") == 0, "nan -> null");
+    static const uint64_t ints[] = {0, 9, 10, 99, 100, 12345678901234567890ull, UINT64_MAX};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "%llu", (unsigned long long)ints[i]);
+        CHECK(cr_fmt_u64(b, ints[i]) == strlen(want) && strcmp(b, want) == 0, "u64 %s -> %s",
+              want, b);
+    }
+    cr_fmt_i64(b, INT64_MIN);
+    CHECK(strcmp(b, "-9223372036854775808") == 0, "i64 min -> %s", b);
+}
+
+/* ---- bodies ---------------------------------------------------------------------------- */
+
+static void test_error_body(void)
+{
+    cr_error e;
+    size_t len;
+    cr_fail(&e, 400, "invalid_field", "we\"ird\n", "field \"%s\" \\ is\tbad\x01 \xc3\xa9 \xff end",
+            "we\"ird\n");
+    char *s = cr_json_error(&e, &len);
+    cJSON *j = parse(s, len);
+    CHECK(str_is(j, "error.code", "invalid_field"), "code");
+    CHECK(str_is(j, "error.field", "we\"ird\n"), "field escaped and read back");
+    CHECK(str_is(j, "error.message",
+                 "field \"we\"ird\n\" \\ is\tbad\x01 \xc3\xa9 \xef\xbf\xbd end"),
+          "message escaped, invalid UTF-8 replaced: %s", s);
+    cJSON_Delete(j);
+    free(s);
+
+    cr_fail(&e, 404, "not_found", "", "no such job");
+    s = cr_json_error(&e, &len);
+    j = parse(s, len);
+    CHECK(str_is(j, "error.code", "not_found") && get(j, "error.field") == NULL,
+          "field left out when empty: %s", s);
+    cJSON_Delete(j);
+    free(s);
+}
+
+static cr_job *new_job(cr_op op, cr_dtype dt)
+{
+    cr_job *j = calloc(1, sizeof *j);
+    snprintf(j->id, sizeof j->id, "6f1c0000-0000-4000-8000-000000000001");
+    j->req.task.op = op;
+    j->req.task.dtype = dt;
+    snprintf(j->req.kernel, sizeof j->req.kernel, "auto");
+    snprintf(j->device, sizeof j->device, "NVIDIA H100 80GB HBM3");
+    j->kernel_used = "cublas";
+    j->ms = (cr_phase_ms){.queue = 0.01, .h2d = 0.02, .kernel = 0.5, .d2h = 0.01, .total = 0.3};
+    atomic_store(&j->state, CR_JOB_DONE);
+    return j;
+}
+
+static void test_gemm_result(cr_dtype dt)
+{
+    cr_job *j = new_job(CR_OP_GEMM, dt);
+    cr_gemm_task *g = &j->req.task.u.gemm;
+    g->m = 37;
+    g->n = 29;
+    g->k = 11;
+    size_t n = (size_t)(g->m * g->n);
+    void *c = malloc(n * (dt == CR_DT_F64 ? 8 : 4));
+    for (size_t i = 0; i < n; i++) {
+        uint64_t u = rng();
+        if (dt == CR_DT_F64) {
+            double d;
+            memcpy(&d, &u, 8);
+            ((double *)c)[i] = isfinite(d) ? d : 1.0 / 3;
+        } else {
+            float f;
+            uint32_t w = (uint32_t)u;
+            memcpy(&f, &w, 4);
+            ((float *)c)[i] = isfinite(f) ? f : (float)(u % 1000) / 7.0f;
+        }
+    }
+    if (dt == CR_DT_F32)
+        ((float *)c)[5] = INFINITY; /* overflow in a kernel: encoded as null */
+    g->c_out = c;
+    size_t len;
+    char *s = cr_json_job_result(j, "cuda", &len);
+    cJSON *o = parse(s, len);
+    CHECK(str_is(o, "id", j->id) && str_is(o, "op", "gemm") && str_is(o, "kernel", "cublas") &&
+              str_is(o, "backend", "cuda") && str_is(o, "device", "NVIDIA H100 80GB HBM3") &&
+              str_is(o, "dtype", cr_dtype_name(dt)),
+          "gemm header fields");
+    CHECK(get(o, "result.rows")->valuedouble == 37 && get(o, "result.cols")->valuedouble == 29,
+          "result shape");
+    const cJSON *data = get(o, "result.data");
+    CHECK(cJSON_GetArraySize(data) == (int)n, "result has m*n numbers");
+    size_t i = 0, mismatches = 0;
+    for (const cJSON *e = data ? data->child : NULL; e; e = e->next, i++) {
+        if (dt == CR_DT_F64) {
+            double want = ((double *)c)[i];
+            if (!cJSON_IsNumber(e) || memcmp(&e->valuedouble, &want, 8))
+                mismatches++;
+        } else if (i == 5) {
+            CHECK(cJSON_IsNull(e), "inf -> null");
+        } else {
+            float got = (float)e->valuedouble, want = ((float *)c)[i];
+            if (!cJSON_IsNumber(e) || memcmp(&got, &want, 4))
+                mismatches++;
+        }
+    }
+    CHECK(mismatches == 0, "%s values round-trip exactly (%zu mismatches)", cr_dtype_name(dt),
+          mismatches);
+    CHECK(get(o, "timings_ms.kernel")->valuedouble == 0.5 &&
+              get(o, "timings_ms.queue")->valuedouble == 0.01 &&
+              get(o, "timings_ms.total")->valuedouble == 0.3,
+          "timings");
+    double gflops = 2.0 * 37 * 29 * 11 / 0.5e-3 / 1e9;
+    CHECK(fabs(get(o, "gflops")->valuedouble - gflops) <= 1e-12 * gflops && !get(o, "gbps") &&
+              !get(o, "kernels"),
+          "gflops %g", get(o, "gflops")->valuedouble);
+    cJSON_Delete(o);
+    free(s);
+    free(c);
+    free(j);
+}
+
+static void test_ata_compare(void)
+{
+    cr_job *j = new_job(CR_OP_ATA, CR_DT_F32);
+    j->req.task.u.ata.m = 3;
+    j->req.task.u.ata.n = 2;
+    float c[4] = {1, 2, 2, 5};
+    j->req.task.u.ata.c_out = c;
+    j->ms.kernel = 0; /* not measured: rate 0, never a division by zero */
+    cr_compare_row rows[2] = {
+        {.kernel = "symtile", .status = CR_OK, .ms = 0.41, .rate = 1234.5, .max_rel_error = 3e-7},
+        {.kernel = "cublas-syrk", .status = CR_E_NOMEM_DEVICE, .ms = 0, .rate = 0,
+         .max_rel_error = 0},
+    };
+    j->compare = rows;
+    j->n_compare = 2;
+    size_t len;
+    char *s = cr_json_job_result(j, "cpu", &len);
+    cJSON *o = parse(s, len);
+    CHECK(str_is(o, "op", "ata") && get(o, "result.rows")->valuedouble == 2 &&
+              cJSON_GetArraySize(get(o, "result.data")) == 4 && get(o, "gflops")->valuedouble == 0,
+          "ata body: %s", s);
+    const cJSON *k = get(o, "kernels");
+    CHECK(cJSON_GetArraySize(k) == 2, "kernels rows");
+    const cJSON *k0 = cJSON_GetArrayItem(k, 0), *k1 = cJSON_GetArrayItem(k, 1);
+    CHECK(str_is(k0, "kernel", "symtile") && get(k0, "ms")->valuedouble == 0.41 &&
+              get(k0, "gflops")->valuedouble == 1234.5 &&
+              get(k0, "max_rel_error")->valuedouble == 3e-7 && str_is(k0, "status", "ok"),
+          "compare row 0");
+    CHECK(str_is(k1, "kernel", "cublas-syrk") && str_is(k1, "status", "device_memory"),
+          "compare row 1 status");
+    cJSON_Delete(o);
+    free(s);
+    free(j);
+}
+
+static void test_histogram_result(void)
+{
+    cr_job *j = new_job(CR_OP_HISTOGRAM, CR_DT_U8);
+    cr_hist_task *h = &j->req.task.u.hist;
+    uint64_t counts[256] = {0};
+    counts[0] = 3;
+    counts[255] = UINT64_MAX;
+    h->bins = 256;
+    h->lo = 0;
+    h->hi = 256;
+    h->count = 1000;
+    h->counts = counts;
+    size_t len;
+    char *s = cr_json_job_result(j, "cpu", &len);
+    cJSON *o = parse(s, len);
+    CHECK(get(o, "result.bins")->valuedouble == 256 &&
+              cJSON_GetArraySize(get(o, "result.counts")) == 256 && !get(o, "result.edges"),
+          "u8 histogram");
+    CHECK(strstr(s, ",18446744073709551615]") != NULL, "64-bit counts written exactly");
+    CHECK(get(o, "gbps")->valuedouble == 1000 / 0.5e-3 / 1e9 && !get(o, "gflops"), "gbps");
+    cJSON_Delete(o);
+    free(s);
+
+    j->req.is_float_hist = true;
+    j->req.task.dtype = CR_DT_F32;
+    h->bins = 10;
+    h->lo = -1;
+    h->hi = 0.1;
+    s = cr_json_job_result(j, "cpu", &len);
+    o = parse(s, len);
+    const cJSON *edges = get(o, "result.edges");
+    CHECK(cJSON_GetArraySize(edges) == 11, "bins + 1 edges");
+    int edges_ok = 1;
+    for (int i = 0; i <= 10; i++) {
+        float want = (float)(i == 10 ? 0.1 : -1 + i * (1.1 / 10));
+        edges_ok &= (float)cJSON_GetArrayItem(edges, i)->valuedouble == want;
+    }
+    CHECK(edges_ok, "edges are numpy.linspace(lo, hi, bins + 1) in float32: %s", s);
+    cJSON_Delete(o);
+    free(s);
+    free(j);
+}
+
+static void test_status_bodies(void)
+{
+    cr_job *j = new_job(CR_OP_GEMM, CR_DT_F32);
+    size_t len;
+    char *s = cr_json_accepted(j, &len);
+    cJSON *o = parse(s, len);
+    CHECK(str_is(o, "id", j->id) && str_is(o, "status", "queued") && cJSON_GetArraySize(o) == 2,
+          "accepted: %s", s);
+    cJSON_Delete(o);
+    free(s);
+
+    static const struct { cr_job_state st; const char *name; int timings, error; } cases[] = {
+        {CR_JOB_QUEUED, "queued", 0, 0},   {CR_JOB_RUNNING, "running", 0, 0},
+        {CR_JOB_DONE, "done", 1, 0},       {CR_JOB_FAILED, "failed", 1, 1},
+        {CR_JOB_CANCELLED, "cancelled", 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        atomic_store(&j->state, cases[i].st);
+        cr_fail(&j->error, 504, "deadline_exceeded", cases[i].st == CR_JOB_FAILED ? "timeout_ms" : "",
+                "job ran past its deadline");
+        s = cr_json_job_status(j, &len);
+        o = parse(s, len);
+        CHECK(str_is(o, "id", j->id) && str_is(o, "op", "gemm") &&
+                  str_is(o, "status", cases[i].name) &&
+                  (get(o, "timings_ms") != NULL) == cases[i].timings &&
+                  (get(o, "error") != NULL) == cases[i].error,
+              "status %s: %s", cases[i].name, s);
+        if (cases[i].error)
+            CHECK(str_is(o, "error.code", "deadline_exceeded") &&
+                      (get(o, "error.field") != NULL) == (cases[i].st == CR_JOB_FAILED),
+                  "status error object: %s", s);
+        cJSON_Delete(o);
+        free(s);
+    }
+    CHECK(strcmp(cr_job_state_name((cr_job_state)42), "unknown") == 0, "bad state name");
+    free(j);
+}
+
+int main(void)
+{
+    test_numfmt();
+    test_error_body();
+    test_gemm_result(CR_DT_F32);
+    test_gemm_result(CR_DT_F64);
+    test_ata_compare();
+    test_histogram_result();
+    test_status_bodies();
+    printf("test_json_response: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
