@@ -13,7 +13,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import (BACKEND, BIN, DELAY_HEADER, HTTP_TIMEOUT_S, JOB_TIMEOUT_S, POLL_S,
+from conftest import (BACKEND, BIN, DELAY_HEADER, HTTP_TIMEOUT_S, JOB_TIMEOUT_S, POLL_S, SLOW,
                       SESSION_QUEUE_DEPTH, SESSION_RESULT_TTL_S, SESSION_WORKERS, UUID_RE,
                       assert_close, assert_error, gemm_ref, mat_json, parse_server_timing,
                       rand_matrix, result_matrix, rng)
@@ -86,9 +86,10 @@ def test_kernels(daemon, kernels):
         assert len(refs) == 1, f"{op}: exactly one reference kernel, got {refs}"
     assert any({"uint8", "float32", "float64"} <= set(k["dtypes"]) for k in kernels["histogram"])
     if BACKEND == "cpu":
-        assert {(k["name"], k["reference"]) for k in kernels["gemm"]} >= {("openblas", True)}
-        assert {(k["name"], k["reference"]) for k in kernels["ata"]} >= {("openblas", True)}
-        assert {(k["name"], k["reference"]) for k in kernels["histogram"]} >= {("reference", True)}
+        for op, names in (("gemm", {"openblas", "reference"}), ("ata", {"openblas", "reference"}),
+                          ("histogram", {"reference"})):
+            assert {k["name"] for k in kernels[op]} == names, kernels[op]
+            assert [k["name"] for k in kernels[op] if k["reference"]] == ["reference"]
     else:
         gemm_names = {k["name"] for k in kernels["gemm"]}
         assert {"naive", "cublas", "cublas-tf32"} <= gemm_names, gemm_names
@@ -364,14 +365,18 @@ def test_deadline_while_queued(start_daemon):
 def test_sync_client_disconnect_frees_worker(start_daemon):
     """A sync client that goes away cancels its job; the single worker serves the next one."""
     d = start_daemon("--workers", "1", "--test-hooks")
+    delay_s, bound_s = 6.0 * SLOW, 3.0 * SLOW
     try:
-        requests.post(d.url("/v1/gemm"), json=GEMM, headers={DELAY_HEADER: "20000"}, timeout=0.5)
+        requests.post(d.url("/v1/gemm"), json=GEMM,
+                      headers={DELAY_HEADER: str(int(delay_s * 1000))}, timeout=0.5)
     except requests.exceptions.ReadTimeout:
         pass
     t0 = time.monotonic()
     r = d.post("/v1/gemm", GEMM)
     assert r.status_code == 200, r.text
-    assert time.monotonic() - t0 < 10, "the abandoned job kept the worker"
+    waited = time.monotonic() - t0
+    assert waited < bound_s, \
+        f"the job of a client that went away kept the only worker for {waited:.1f}s"
 
 
 # -- SIGTERM drain --------------------------------------------------------------------------------
