@@ -217,7 +217,7 @@ template <typename T>
 static cudaError_t run_symtile(const cr_ata_dev *t, cudaStream_t s)
 {
     const T *a = (const T *)t->a;
-    if (t->trans_a) { /* stored Aᵀ (n×m): lay it out as A (m×n) in the scratch first */
+    if (t->trans_a && t->m > 0) { /* stored Aᵀ (n×m): lay it out as A (m×n) in the scratch first */
         if (!t->work)
             return cudaErrorInvalidValue;
         cudaError_t e = cr_cuda_transpose(t->a, t->work, t->n, t->m, sizeof(T) == 4 ? CR_DT_F32 : CR_DT_F64, s);
