@@ -1,0 +1,201 @@
+/* Benchmark of the AᵀA and histogram kernels against cuBLAS / CUB, on the device machine.
+ *   build/bench/ata_hist results.csv
+ * AᵀA FP32 (m = n = 1024..8192): gemm (dbuf on Aᵀ·A), symtile, cuBLAS SSYRK, cuBLAS SGEMM as AᵀA.
+ * AᵀA FP64 on the C2075 write-up's sizes (2000²..18000², as many as fit ~2 minutes): symtile,
+ * DSYRK, DGEMM. Histograms of random bytes 1 MiB..1 GiB: global, smem, smem-vec, cub, beside a
+ * device-to-device cudaMemcpy (read + write counted) measured in the same run.
+ * Times are medians of event-timed repetitions after a warm-up. AᵀA rates count the full
+ * product (2·m·n²), as cr_task_flops does. ratio_vs_ref = reference time / this time. SYRK is
+ * timed alone (no mirror), the strictest reference. CSV columns:
+ * sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref */
+#include <algorithm>
+#include <cublas_v2.h>
+#include <functional>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <vector>
+
+#include "kernels/cuda/ata_hist_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+#define DIE_IF(cond, ...)                                                                        \
+    do {                                                                                         \
+        if (cond) {                                                                              \
+            fprintf(stderr, __VA_ARGS__);                                                        \
+            fprintf(stderr, "\n");                                                               \
+            exit(1);                                                                             \
+        }                                                                                        \
+    } while (0)
+#define CK(call) DIE_IF((call) != cudaSuccess, "%s:%d %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(cudaGetLastError()))
+#define CKB(call) DIE_IF((call) != CUBLAS_STATUS_SUCCESS, "%s:%d %s failed", __FILE__, __LINE__, #call)
+
+static FILE *csv;
+static cudaEvent_t ev0, ev1;
+
+/* Median time of fn over reps runs (after one warm-up); reps shrink for slow runs. */
+static double time_ms(const std::function<void()> &fn, int reps, double budget_ms = 3000)
+{
+    fn();
+    CK(cudaDeviceSynchronize());
+    std::vector<float> t;
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(ev0));
+        fn();
+        CK(cudaEventRecord(ev1));
+        CK(cudaEventSynchronize(ev1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, ev0, ev1));
+        t.push_back(ms);
+        if (ms * (r + 1) > budget_ms && r >= 2)
+            break;
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+static void row(const char *sweep, const char *kernel, const char *dtype, long long m, long long n,
+                long long kb, double ms, double rate, const char *unit, double ratio)
+{
+    fprintf(csv, "%s,%s,%s,%lld,%lld,%lld,%.6f,%.3f,%s,%.4f\n", sweep, kernel, dtype, m, n, kb, ms, rate, unit, ratio);
+    fflush(csv);
+    printf("%-10s %-12s %-4s m=%-6lld n=%-6lld bytes=%-11lld %10.4f ms %10.1f %s  x%.3f\n", sweep, kernel, dtype,
+           m, n, kb, ms, rate, unit, ratio);
+}
+
+__global__ void fill_uniform(float *f, double *d, unsigned char *b, size_t count, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned long long x = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+        x ^= x >> 31;
+        x *= 0xbf58476d1ce4e5b9ull;
+        x ^= x >> 29;
+        double u = (double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+        if (f) f[i] = (float)u;
+        if (d) d[i] = u;
+        if (b) b[i] = (unsigned char)(x >> 56);
+    }
+}
+
+static cublasHandle_t blas;
+static double best_speed[8]; /* collected target ratios */
+
+static void ata_fp32(int n)
+{
+    int m = n;
+    float *a, *c;
+    CK(cudaMalloc(&a, (size_t)m * n * 4));
+    CK(cudaMalloc(&c, (size_t)n * n * 4));
+    fill_uniform<<<1024, 256>>>(a, NULL, NULL, (size_t)m * n, 1);
+    double flops = 2.0 * m * (double)n * n;
+    const float one = 1, zero = 0;
+    cr_ata_dev d = {m, n, false, a, c, NULL};
+    cr_gemm_dev g = {n, n, m, true, false, 1.0, 0.0, a, a, c};
+    double syrk = time_ms([&] { CKB(cublasSsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); }, 10);
+    double sgemm = time_ms([&] { CKB(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, m, &one, a, n, a, n, &zero, c, n)); }, 10);
+    double gemm = time_ms([&] { CK(cr_cuda_gemm_dbuf(&g, CR_DT_F32, 0)); }, 10);
+    double sym = time_ms([&] { CK(cr_cuda_ata_symtile(&d, CR_DT_F32, 0)); }, 10);
+    row("ata_f32", "cublas-syrk", "f32", m, n, 0, syrk, flops / syrk / 1e6, "GFLOP/s", 1.0);
+    row("ata_f32", "cublas-sgemm", "f32", m, n, 0, sgemm, flops / sgemm / 1e6, "GFLOP/s", syrk / sgemm);
+    row("ata_f32", "gemm", "f32", m, n, 0, gemm, flops / gemm / 1e6, "GFLOP/s", syrk / gemm);
+    row("ata_f32", "symtile", "f32", m, n, 0, sym, flops / sym / 1e6, "GFLOP/s", syrk / sym);
+    if (n == 4096) {
+        best_speed[0] = gemm / sym;
+        best_speed[1] = syrk / sym;
+    }
+    CK(cudaFree(a));
+    CK(cudaFree(c));
+}
+
+static void ata_fp64(int n)
+{
+    int m = n;
+    double *a, *c;
+    CK(cudaMalloc(&a, (size_t)m * n * 8));
+    CK(cudaMalloc(&c, (size_t)n * n * 8));
+    fill_uniform<<<1024, 256>>>(NULL, a, NULL, (size_t)m * n, 2);
+    double flops = 2.0 * m * (double)n * n;
+    const double one = 1, zero = 0;
+    cr_ata_dev d = {m, n, false, a, c, NULL};
+    double syrk = time_ms([&] { CKB(cublasDsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); }, 5, 1500);
+    double dgemm = time_ms([&] { CKB(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, m, &one, a, n, a, n, &zero, c, n)); }, 5, 1500);
+    double sym = time_ms([&] { CK(cr_cuda_ata_symtile(&d, CR_DT_F64, 0)); }, 5, 1500);
+    row("ata_f64", "cublas-syrk", "f64", m, n, 0, syrk, flops / syrk / 1e6, "GFLOP/s", 1.0);
+    row("ata_f64", "cublas-dgemm", "f64", m, n, 0, dgemm, flops / dgemm / 1e6, "GFLOP/s", syrk / dgemm);
+    row("ata_f64", "symtile", "f64", m, n, 0, sym, flops / sym / 1e6, "GFLOP/s", syrk / sym);
+    CK(cudaFree(a));
+    CK(cudaFree(c));
+}
+
+static void histograms(size_t bytes, unsigned char *data, unsigned long long *counts, void *temp, size_t temp_bytes,
+                       void *copy_dst)
+{
+    cr_hist_dev h = {(int64_t)bytes, data, 256, 0.0, 256.0, counts};
+    double gb = bytes / 1e9;
+    double copy = time_ms([&] { CK(cudaMemcpyAsync(copy_dst, data, bytes, cudaMemcpyDeviceToDevice, 0)); }, 20);
+    double cub = time_ms([&] { size_t tb = temp_bytes; CK(cr_cuda_hist_cub(&h, CR_DT_U8, temp, &tb, 0)); }, 20);
+    double vec = time_ms([&] { CK(cr_cuda_hist_smem_vec(&h, CR_DT_U8, 0)); }, 20);
+    double smem = time_ms([&] { CK(cr_cuda_hist_smem(&h, CR_DT_U8, 0)); }, 10);
+    double glob = time_ms([&] { CK(cr_cuda_hist_global(&h, CR_DT_U8, 0)); }, 5, 1500);
+    row("hist_u8", "d2d-copy", "u8", 0, 0, bytes, copy, 2 * gb / copy * 1e3, "GB/s", cub / copy);
+    row("hist_u8", "cub", "u8", 0, 0, bytes, cub, gb / cub * 1e3, "GB/s", 1.0);
+    row("hist_u8", "smem-vec", "u8", 0, 0, bytes, vec, gb / vec * 1e3, "GB/s", cub / vec);
+    row("hist_u8", "smem", "u8", 0, 0, bytes, smem, gb / smem * 1e3, "GB/s", cub / smem);
+    row("hist_u8", "global", "u8", 0, 0, bytes, glob, gb / glob * 1e3, "GB/s", cub / glob);
+    if (bytes == (512u << 20)) {
+        best_speed[2] = cub / vec;
+        best_speed[3] = (gb / vec) / (2 * gb / copy);
+        best_speed[4] = vec;
+        best_speed[5] = cub;
+        best_speed[6] = 2 * gb / copy * 1e3;
+    }
+}
+
+static void hist_sweep(void)
+{
+    size_t max_bytes = (size_t)1 << 30;
+    unsigned char *data;
+    unsigned long long *counts;
+    void *copy_dst, *temp;
+    CK(cudaMalloc(&data, max_bytes));
+    CK(cudaMalloc(&copy_dst, max_bytes));
+    CK(cudaMalloc(&counts, 256 * 8));
+    fill_uniform<<<4096, 256>>>(NULL, NULL, data, max_bytes, 3);
+    cr_hist_dev h = {(int64_t)max_bytes, data, 256, 0.0, 256.0, counts};
+    size_t temp_bytes = 0;
+    CK(cr_cuda_hist_cub(&h, CR_DT_U8, NULL, &temp_bytes, 0));
+    CK(cudaMalloc(&temp, temp_bytes));
+    for (size_t mib = 1; mib <= 1024; mib *= 2)
+        if (mib == 1 || mib == 4 || mib == 16 || mib == 64 || mib >= 256)
+            histograms(mib << 20, data, counts, temp, temp_bytes, copy_dst);
+    CK(cudaFree(data));
+    CK(cudaFree(copy_dst));
+    CK(cudaFree(counts));
+    CK(cudaFree(temp));
+}
+
+int main(int argc, char **argv)
+{
+    DIE_IF(argc < 2, "usage: %s results.csv [fp64-seconds]", argv[0]);
+    csv = fopen(argv[1], "w");
+    DIE_IF(!csv, "cannot write %s", argv[1]);
+    double fp64_budget_s = argc > 2 ? atof(argv[2]) : 120;
+    fprintf(csv, "sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref\n");
+    CK(cudaEventCreate(&ev0));
+    CK(cudaEventCreate(&ev1));
+    CKB(cublasCreate(&blas));
+    for (int n : {1024, 2048, 4096, 8192})
+        ata_fp32(n);
+    hist_sweep();
+    time_t start = time(NULL);
+    for (int n = 2000; n <= 18000 && difftime(time(NULL), start) < fp64_budget_s; n += 2000)
+        ata_fp64(n);
+    fclose(csv);
+    printf("\ntargets (same run):\n");
+    printf("  symtile vs gemm kernel, AᵀA FP32 n=4096: %.2fx faster (target >= 1.6)\n", best_speed[0]);
+    printf("  symtile vs cuBLAS SSYRK, FP32 n=4096:     %.2fx (target >= 0.9)\n", best_speed[1]);
+    printf("  smem-vec vs CUB, 512 MiB u8:              %.2fx (target >= 1.1)  [%.4f ms vs %.4f ms]\n", best_speed[2],
+           best_speed[4], best_speed[5]);
+    printf("  smem-vec rate / D2D copy rate (%.0f GB/s): %.0f%% (target >= 80%%)\n", best_speed[6], best_speed[3] * 100);
+    return 0;
+}
