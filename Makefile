@@ -105,11 +105,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
 
 $(BUILD)/tests/gpu_%: tests/gpu/%.cu $(BUILD)/libcrunchkernels.a
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -o $@ $^ -lcublas -lopenblas
+	$(NVCC) $(NVFLAGS) -o $@ $^ -lcublas
 
 $(BUILD)/bench/%: bench/%.cu $(BUILD)/libcrunchkernels.a
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -o $@ $^ -lcublas -lopenblas
+	$(NVCC) $(NVFLAGS) -o $@ $^ -lcublas
 
 $(BUILD)/%.o: %.c $(wildcard kernels/*.h kernels/*/*.h server/*.h)
 	@mkdir -p $(dir $@)

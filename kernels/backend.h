@@ -10,6 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { CR_OP_GEMM, CR_OP_ATA, CR_OP_HISTOGRAM, CR_OP_COUNT } cr_op;
 
 /* Element types. Matrices: F32, F64. Histogram data: any of them. */
@@ -151,5 +155,9 @@ void cr_task_set_output(cr_task *t, void *out);
 /* max|x - ref| / max|ref| over the output (0 when both are all zero): the error measure of
  * compare mode and of the auto table's correctness check. */
 double cr_max_rel_error(const cr_task *t, const void *x, const void *ref);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

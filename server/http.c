@@ -3,6 +3,8 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <sys/socket.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,6 +335,7 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     if (!h)
         return snprintf(err, errlen, "out of memory"), NULL;
     h->deps = *deps;
+    pthread_mutex_init(&h->waiting_mu, NULL);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | (fam == AF_INET6 ? MHD_USE_IPv6 : 0);
     h->daemon = MHD_start_daemon(
@@ -355,6 +358,51 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     return h;
 }
 
+void cr_waiting_add(cr_conn *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    c->fd = ci ? ci->connect_fd : -1;
+    pthread_mutex_lock(&c->h->waiting_mu);
+    c->wait_prev = NULL;
+    c->wait_next = c->h->waiting_head;
+    if (c->wait_next)
+        c->wait_next->wait_prev = c;
+    c->h->waiting_head = c;
+    pthread_mutex_unlock(&c->h->waiting_mu);
+}
+
+void cr_waiting_remove(cr_conn *c)
+{
+    pthread_mutex_lock(&c->h->waiting_mu);
+    if (c->wait_prev)
+        c->wait_prev->wait_next = c->wait_next;
+    else if (c->h->waiting_head == c)
+        c->h->waiting_head = c->wait_next;
+    if (c->wait_next)
+        c->wait_next->wait_prev = c->wait_prev;
+    c->wait_prev = c->wait_next = NULL;
+    pthread_mutex_unlock(&c->h->waiting_mu);
+}
+
+/* EOF on a peek means the client closed its end; pending bytes (a pipelined request) do not. */
+static bool peer_closed(int fd)
+{
+    char byte;
+    if (fd < 0)
+        return false;
+    ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+void cr_http_tick(cr_http *h)
+{
+    pthread_mutex_lock(&h->waiting_mu);
+    for (cr_conn *c = h->waiting_head; c; c = c->wait_next)
+        if (c->job && !c->job->cancel && !cr_job_finished(c->job) && peer_closed(c->fd))
+            cr_engine_cancel(h->deps.engine, c->job);
+    pthread_mutex_unlock(&h->waiting_mu);
+}
+
 int cr_http_active(const cr_http *h) { return atomic_load(&h->active); }
 
 void cr_http_stop(cr_http *h)
@@ -362,5 +410,6 @@ void cr_http_stop(cr_http *h)
     if (!h)
         return;
     MHD_stop_daemon(h->daemon);
+    pthread_mutex_destroy(&h->waiting_mu);
     free(h);
 }

@@ -3,6 +3,7 @@
 #define CRUNCHD_HTTP_CONN_H
 
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,6 +18,8 @@ struct cr_http {
     struct MHD_Daemon *daemon;
     cr_http_deps deps;
     _Atomic int active;
+    pthread_mutex_t waiting_mu;   /* guards the list of suspended sync requests */
+    struct cr_conn *waiting_head;
 };
 
 typedef struct cr_conn cr_conn;
@@ -34,6 +37,8 @@ struct cr_conn {
     size_t len, cap, limit;
     cr_job *job;             /* sync job we wait for, or the job a response is about */
     bool waiting;            /* suspended until job finishes */
+    cr_conn *wait_prev, *wait_next; /* in h->waiting_head while waiting */
+    int fd;                  /* the socket, to notice a client that hangs up while we wait */
     bool has_pending;        /* an error to answer once resumed */
     cr_error pending;
     int status;
@@ -59,6 +64,9 @@ enum MHD_Result cr_route_job_submit(cr_conn *c); /* POST /v1/jobs */
 enum MHD_Result cr_route_job_status(cr_conn *c);
 enum MHD_Result cr_route_job_result(cr_conn *c);
 enum MHD_Result cr_route_job_delete(cr_conn *c);
+/* Suspended sync requests: registered while their job runs; a client that hangs up cancels it. */
+void cr_waiting_add(cr_conn *c);
+void cr_waiting_remove(cr_conn *c);
 /* Called again after a suspended sync request resumes. */
 enum MHD_Result cr_route_op_resumed(cr_conn *c);
 

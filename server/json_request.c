@@ -375,7 +375,7 @@ static int decode_ata(const cJSON *root, const cr_limits *lim, cr_request *r, cr
     return 0;
 }
 
-/* "range": [lo, hi], finite, lo < hi. */
+/* "range": [lo, hi], finite, lo <= hi (equal ends widened as numpy does). */
 static int get_range(const cJSON *root, bool *present, double *lo, double *hi, cr_error *err)
 {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "range");
@@ -396,9 +396,13 @@ static int get_range(const cJSON *root, bool *present, double *lo, double *hi, c
             return cr_fail(err, 400, "non_finite", field, "%s is not a finite number", field);
         v[i] = e->valuedouble;
     }
-    if (!(v[0] < v[1]))
-        return cr_fail(err, 400, "invalid_field", "range", "range [%g, %g] must have lo < hi",
+    if (v[0] > v[1])
+        return cr_fail(err, 400, "invalid_field", "range", "range [%g, %g] must have lo <= hi",
                        v[0], v[1]);
+    if (v[0] == v[1]) { /* numpy widens an empty range by half a unit each side */
+        v[0] -= 0.5;
+        v[1] += 0.5;
+    }
     *lo = v[0];
     *hi = v[1];
     return 0;

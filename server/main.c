@@ -73,9 +73,10 @@ static int write_port_file(const char *path, unsigned port)
     return ok && rename(tmp, path) == 0 ? 0 : -1; /* readers never see a half-written file */
 }
 
-static void housekeeping(cr_engine *e, cr_job_table *jobs)
+static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
 {
     double now = cr_now();
+    cr_http_tick(h);
     cr_engine_tick(e, now);
     cr_job_table_sweep(jobs, now);
 }
@@ -93,7 +94,7 @@ static int drain(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jo
             cr_log("warn", "second signal: exiting without finishing the drain");
             return EXIT_ABORTED;
         }
-        housekeeping(e, jobs);
+        housekeeping(e, h, jobs);
         if (cr_engine_wait_idle(e, cr_now()) && cr_job_table_unfetched(jobs) == 0 && cr_http_active(h) == 0) {
             cr_log("info", "drained: every accepted job finished and was delivered");
             return EXIT_DRAINED;
@@ -111,12 +112,12 @@ static int serve(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jo
             cr_log("info", "SIGHUP: logs go to stderr; nothing to reopen");
         else if (sig)
             return drain(set, e, h, jobs, cfg->drain_timeout_s);
-        housekeeping(e, jobs);
+        housekeeping(e, h, jobs);
         if (cr_engine_failed(e)) {
             /* Let the answers to in-flight jobs (503 device_fault) go out, then restart. */
             double until = cr_now() + 2.0;
             while (cr_now() < until && (cr_http_active(h) > 0 || !cr_engine_wait_idle(e, cr_now()))) {
-                housekeeping(e, jobs);
+                housekeeping(e, h, jobs);
                 wait_signal(set, 0.02);
             }
             cr_log("error", "sticky device error: exiting for the supervisor to restart crunchd");

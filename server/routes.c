@@ -222,6 +222,8 @@ static void resume_on_done(cr_job *j)
 
 void cr_routes_forget_conn(cr_conn *c)
 {
+    if (c->waiting)
+        cr_waiting_remove(c);
     if (!c->job)
         return;
     pthread_mutex_lock(&resume_mu);
@@ -254,6 +256,7 @@ enum MHD_Result cr_route_op(cr_conn *c)
     j->on_done = resume_on_done;
     c->waiting = true;
     MHD_suspend_connection(c->conn);
+    cr_waiting_add(c);
     if (cr_engine_submit(c->h->deps.engine, j, &c->pending) < 0) {
         c->has_pending = true;
         resume_on_done(j);
@@ -341,27 +344,22 @@ enum MHD_Result cr_route_job_result(cr_conn *c)
     return cr_send_job(c, j);
 }
 
+/* DELETE cancels a pending job and forgets it, or forgets a finished one: 404 from then on. */
 enum MHD_Result cr_route_job_delete(cr_conn *c)
 {
-    char id[40];
-    size_t n = strcspn(c->id, "/");
-    if (n >= sizeof id)
-        return not_found(c);
-    memcpy(id, c->id, n);
-    id[n] = '\0';
-    cr_job *j = cr_job_table_take(c->h->deps.jobs, id);
+    cr_job *j = lookup(c);
     if (!j)
         return not_found(c);
-    bool was_pending = !cr_job_finished(j);
-    if (was_pending)
-        cr_engine_cancel(c->h->deps.engine, j);
+    cr_job_release(cr_job_table_take(c->h->deps.jobs, j->id));
     size_t len = 0;
     char *body;
-    if (was_pending) { /* a running job stops at its next phase boundary; to the client it is gone */
+    if (!cr_job_finished(j)) {
+        cr_engine_cancel(c->h->deps.engine, j);
+        /* a running job stops at its next phase boundary; to the client it is cancelled now */
         body = malloc(160);
         if (body)
-            len = (size_t)snprintf(body, 160, "{\"id\":\"%s\",\"op\":\"%s\",\"status\":\"cancelled\"}", j->id,
-                                   cr_op_name(j->req.task.op));
+            len = (size_t)snprintf(body, 160, "{\"id\":\"%s\",\"op\":\"%s\",\"status\":\"cancelled\"}",
+                                   j->id, cr_op_name(j->req.task.op));
     } else {
         body = cr_json_job_status(j, &len);
     }
