@@ -360,6 +360,9 @@ def test_deadline_while_queued(start_daemon):
     assert_error(r, 504, "deadline_exceeded")
     j, _ = d.wait_job(blocker)
     assert j["status"] == "done"
+    # fetched, so nothing holds the drain at teardown
+    r = d.get(f"/v1/jobs/{blocker}/result")
+    assert r.status_code == 200 and result_matrix(r.json(), 2, 2).tolist() == GEMM_RESULT
 
 
 def test_sync_client_disconnect_frees_worker(start_daemon):
