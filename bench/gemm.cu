@@ -3,7 +3,7 @@
  * usage: gemm OUT.csv [full|quick|profile]
  *   full    squares 128..8192 and the V100 write-up's sweep M=N=128..16384 with K=1024
  *   quick   4096³ and 8192³ only, own dbuf candidates vs cuBLAS (tuning)
- *   profile one dbuf launch at 4096³ (for ncu)
+ *   profile [V] one dbuf launch at 4096³ (for ncu), V = candidate number (0: shipped)
  * Timing: cudaEvents around each launch, warm-up first, median of repeats, random inputs in
  * [-1, 1]. CSV columns: sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas (ratio = cuBLAS
  * time of the same dtype and shape over this kernel's time; > 1 means faster than cuBLAS). */
@@ -57,10 +57,9 @@ static const bench_kernel all_kernels[] = {
     {"blocktile", K_OWN, cr_cuda_gemm_blocktile, 0, CR_DT_F32, 1 << 30},
     {"vec", K_OWN, cr_cuda_gemm_vec, 0, CR_DT_F32, 1 << 30},
     {"dbuf", K_OWN, cr_cuda_gemm_dbuf, 0, CR_DT_F32, 1 << 30},
-    {"dbuf-bk16", K_VARIANT, NULL, 1, CR_DT_F32, 1 << 30},
-    {"dbuf-128x256", K_VARIANT, NULL, 2, CR_DT_F32, 1 << 30},
-    {"dbuf-256x128", K_VARIANT, NULL, 3, CR_DT_F32, 1 << 30},
-    {"dbuf-w32x64", K_VARIANT, NULL, 4, CR_DT_F32, 1 << 30},
+    {"dbuf-big", K_VARIANT, NULL, 1, CR_DT_F32, 1 << 30},
+    {"dbuf-mid", K_VARIANT, NULL, 2, CR_DT_F32, 1 << 30},
+    {"dbuf-small", K_VARIANT, NULL, 3, CR_DT_F32, 1 << 30},
     {"cublas-tf32", K_TF32, NULL, 0, CR_DT_F32, 1 << 30},
     {"cublas", K_CUBLAS, NULL, 0, CR_DT_F64, 1 << 30},
     {"blocktile", K_OWN, cr_cuda_gemm_blocktile, 0, CR_DT_F64, 8192},
@@ -229,8 +228,10 @@ int main(int argc, char **argv)
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
 
     if (!strcmp(mode, "profile")) {
-        prepare(&all_kernels[6], 4096, 4096, 4096);
-        launch(&all_kernels[6], 4096, 4096, 4096);
+        /* argv[3]: which dbuf (0 the shipped one, 1.. the candidates) */
+        bench_kernel k = {"dbuf-v", K_VARIANT, NULL, argc > 3 ? atoi(argv[3]) : 0, CR_DT_F32, 1 << 30};
+        prepare(&k, 4096, 4096, 4096);
+        launch(&k, 4096, 4096, 4096);
         CK(cudaDeviceSynchronize());
         return 0;
     }

@@ -36,6 +36,13 @@ static const char *dt_name(cr_dtype d) { return d == CR_DT_F32 ? "float32" : d =
         }                                                                                     \
     } while (0)
 
+/* tuning hook in kernels/cuda/gemm_dbuf.cu: force one of dbuf's tile configurations, which
+ * the size-based choice would otherwise only reach at some sizes */
+extern "C" cudaError_t cr_cuda_gemm_dbuf_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
+static cudaError_t dbuf_big(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_dbuf_variant(g, dt, s, 1); }
+static cudaError_t dbuf_mid(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_dbuf_variant(g, dt, s, 2); }
+static cudaError_t dbuf_small(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_dbuf_variant(g, dt, s, 3); }
+
 typedef struct {
     const char *name;
     cr_gemm_launcher fn;
@@ -47,6 +54,8 @@ static const kernel_entry kernels[] = {
     {"naive", cr_cuda_gemm_naive, true, true},         {"regtile", cr_cuda_gemm_regtile, true, true},
     {"smem", cr_cuda_gemm_smem, true, false},          {"blocktile", cr_cuda_gemm_blocktile, true, false},
     {"vec", cr_cuda_gemm_vec, false, false},           {"dbuf", cr_cuda_gemm_dbuf, false, false},
+    {"dbuf-big", dbuf_big, false, false},              {"dbuf-mid", dbuf_mid, false, false},
+    {"dbuf-small", dbuf_small, false, false},
 };
 
 #define MAXN ((size_t)4096 * 4096 + 16) /* elements per buffer, with room for an offset */
@@ -179,7 +188,7 @@ static void compare(cr_dtype dt, const void *out, size_t n, double res[5])
 
 static void report(bool ok, const char *kname, cr_dtype dt, const gcase *c, const char *what)
 {
-    printf("%s %-9s %s m=%lld n=%lld k=%lld %c%c alpha=%g beta=%g%s: %s\n", ok ? "PASS" : "FAIL", kname,
+    printf("%s %-10s %s m=%lld n=%lld k=%lld %c%c alpha=%g beta=%g%s: %s\n", ok ? "PASS" : "FAIL", kname,
            dt_name(dt), (long long)c->m, (long long)c->n, (long long)c->k, c->ta ? 'T' : 'N',
            c->tb ? 'T' : 'N', c->alpha, c->beta, c->unaligned ? " unaligned" : "", what);
     if (ok)
@@ -259,7 +268,8 @@ static void check_repeatable(const kernel_entry *ke, int64_t s)
 }
 
 static const int64_t cubes[] = {1, 7, 31, 64, 127, 128, 129, 1000, 1023};
-static const int64_t odd_shapes[][3] = {{257, 130, 67}, {300, 200, 1}, {1, 513, 77}, {129, 1, 1000}, {67, 1031, 260}};
+static const int64_t odd_shapes[][3] = {{257, 130, 67},  {300, 200, 1},   {1, 513, 77},
+                                        {129, 1, 1000}, {67, 1031, 260}, {2048, 2048, 129}};
 
 /* (ta, tb, alpha, beta, unaligned) combinations run at every size */
 static const struct { bool ta, tb; double alpha, beta; bool unaligned; } combos[] = {
@@ -315,8 +325,8 @@ int main(void)
             check_refusal(ke, CR_DT_F64);
         check_refusal(ke, CR_DT_I32);
     }
-    check_repeatable(&kernels[5], 1023);
-    check_repeatable(&kernels[4], 1023);
+    for (size_t i = 4; i < sizeof kernels / sizeof kernels[0]; i++)
+        check_repeatable(&kernels[i], 1023);
     cublasDestroy(G.h);
     printf("gpu_gemm: %d passed, %d failed\n", G.passed, G.failed);
     return G.failed ? 1 : 0;
