@@ -93,6 +93,11 @@ clean: ## remove build outputs
 install: $(BUILD)/crunchd ## install the binary under $(DESTDIR)$(PREFIX)
 	install -D -m 0755 $(BUILD)/crunchd $(DESTDIR)$(PREFIX)/bin/crunchd
 
+# Objects depend on the flags they were built with, so switching NVCC= or SAN rebuilds them.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW   := $(CC) $(CFLAGS_ALL) | $(NVCC) $(NVFLAGS)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
+
 $(BUILD)/crunchd: $(BUILD)/server/main.o $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
 	$(CC) $(SAN) -o $@ $^ $(LIBS) $(CUDA_LIBS)
 
@@ -111,10 +116,10 @@ $(BUILD)/bench/%: bench/%.cu $(BUILD)/libcrunchkernels.a
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $^ -lcublas
 
-$(BUILD)/%.o: %.c $(wildcard kernels/*.h kernels/*/*.h server/*.h)
+$(BUILD)/%.o: %.c $(wildcard kernels/*.h kernels/*/*.h server/*.h) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
-$(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.cuh kernels/cuda/*.h)
+$(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.cuh kernels/cuda/*.h) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
