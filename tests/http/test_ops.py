@@ -346,6 +346,20 @@ def test_deadline_server_default(start_daemon):
     assert r.status_code == 200 and result_matrix(r.json(), 1, 1).tolist() == [[4]]
 
 
+def test_deadline_header_504(daemon):
+    t0 = time.monotonic()
+    r = daemon.post("/v1/histogram", {"data": [1, 2]}, delay_ms=10000,
+                    headers={"X-Crunchd-Timeout-Ms": "200"})
+    assert_error(r, 504, "deadline_exceeded")
+    assert time.monotonic() - t0 < 8
+
+
+@pytest.mark.parametrize("bad", ["abc", "-5", "0", "12ms"])
+def test_deadline_header_invalid(daemon, bad):
+    r = daemon.post("/v1/gemm", GEMM, headers={"X-Crunchd-Timeout-Ms": bad})
+    assert_error(r, 400, "invalid_parameter", field="X-Crunchd-Timeout-Ms")
+
+
 def test_deadline_not_hit(daemon):
     r = daemon.post("/v1/gemm", GEMM | {"timeout_ms": 20000}, delay_ms=100)
     assert r.status_code == 200, r.text
@@ -465,4 +479,33 @@ def test_drain_timeout_bounds_unfetched_results(start_daemon):
     d.signal(signal.SIGTERM)
     assert d.wait_exit(timeout=30) == 0, d.log_tail()
     assert time.monotonic() - t0 < 15
+    d.check_log()
+
+
+def test_sigint_drains_like_sigterm(start_daemon):
+    d = start_daemon("--test-hooks")
+    jid = d.submit(GEMM | {"op": "gemm"}, delay_ms=500)
+    d.signal(signal.SIGINT)
+    j, _ = d.wait_job(jid)
+    assert j["status"] == "done"
+    r = d.get(f"/v1/jobs/{jid}/result")
+    assert r.status_code == 200 and result_matrix(r.json(), 2, 2).tolist() == GEMM_RESULT
+    assert d.wait_exit(timeout=30) == 0, d.log_tail()
+    d.check_log()
+
+
+def test_second_sigterm_exits_at_once(start_daemon):
+    """While a drain waits for a long job, a second SIGTERM ends the process now, with 1."""
+    d = start_daemon("--test-hooks", "--drain-timeout-s", "120")
+    d.submit(GEMM | {"op": "gemm"}, delay_ms=60000)
+    d.signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while d.get("/readyz").status_code != 503:
+        assert time.monotonic() < deadline
+        time.sleep(POLL_S)
+    assert d.proc.poll() is None, "exited before its job finished"
+    t0 = time.monotonic()
+    d.signal(signal.SIGTERM)
+    assert d.wait_exit(timeout=30) == 1, d.log_tail()
+    assert time.monotonic() - t0 < 10
     d.check_log()
