@@ -2,8 +2,9 @@
  * cores).
  *
  * Structure (see bench/NOTES-gemm.md for the measurements behind each choice):
- *  - a block of 256 threads owns a BM×BN tile of C; 8 warps each own a WM×WN warp tile and
- *    each thread a (4·QM)×(4·QN) register tile, split into 4×4 quadrants 4·LM rows / 4·LN
+ *  - a block owns a BM×BN tile of C (256×128 for large C, smaller tiles where those fill the
+ *    SMs better: dbuf_auto); each warp owns a WM×WN warp tile and each thread a (4·QM)×(4·QN)
+ *    register tile (16×8 at 256×128), split into 4×4 quadrants 4·LM rows / 4·LN
  *    columns apart. Within a warp, the LM×LN lanes then read consecutive float4 of the
  *    k-major shared tiles: no bank conflicts, and lanes sharing rows get broadcasts.
  *  - two shared-memory stages: while the block computes on stage t, each thread already has
@@ -21,12 +22,10 @@
 
 #define GEMM_GROUP 8
 
-template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int LM_, int QM_, int QN_, int MINB_,
-          bool PIPE_>
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int LM_, int QM_, int QN_, int MINB_>
 struct dbuf_cfg {
     static constexpr int BM = BM_, BN = BN_, BK = BK_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
     static constexpr int LM = LM_, LN = 32 / LM_, QM = QM_, QN = QN_, MINB = MINB_;
-    static constexpr bool PIPE = PIPE_; /* fragments double-buffered across the barrier */
     static constexpr int NT = WARPS_M * WARPS_N * 32;
     static constexpr int WM = QM * 4 * LM, WN = QN * 4 * LN;
     static constexpr int LA = BM + GEMM_PAD, LB = BN + GEMM_PAD;
@@ -166,9 +165,10 @@ __device__ __forceinline__ void dbuf_epilogue(const gemm_args<float> &p, bool cv
     }
 }
 
-/* Simple form: prefetch next tile to registers, compute this one, store, one barrier. */
+/* Prefetch the next k-tile into registers, compute this one, store, one barrier. (A form that
+ * also double-buffered the fragments across the barrier measured 11% slower: NOTES-gemm.md.) */
 template <typename C, bool TA, bool TB, bool VEC>
-__device__ __forceinline__ void dbuf_main_simple(const gemm_args<float> &p, float *smem, int tid, int am, int bn,
+__device__ __forceinline__ void dbuf_mainloop(const gemm_args<float> &p, float *smem, int tid, int am, int bn,
                                                  int64_t m0, int64_t n0, float (&acc)[4 * C::QM][4 * C::QN])
 {
     dbuf_src<C::BM, C::BK, C::NT, !TA> sa;
@@ -199,49 +199,6 @@ __device__ __forceinline__ void dbuf_main_simple(const gemm_args<float> &p, floa
     }
 }
 
-/* Pipelined form: the fragments of step kk+1 are read while step kk's FMAs run, and at the
- * last step of a tile the next tile is stored, the barrier taken and its first fragments
- * read before the last FMAs, so the FMA pipe does not drain at each barrier. */
-template <typename C, bool TA, bool TB, bool VEC>
-__device__ __forceinline__ void dbuf_main_pipe(const gemm_args<float> &p, float *smem, int tid, int am, int bn,
-                                               int64_t m0, int64_t n0, float (&acc)[4 * C::QM][4 * C::QN])
-{
-    dbuf_src<C::BM, C::BK, C::NT, !TA> sa;
-    dbuf_src<C::BN, C::BK, C::NT, TB> sb;
-    dbuf_src_init(sa, p.a, p.lda, p.m, m0, tid);
-    dbuf_src_init(sb, p.b, p.ldb, p.n, n0, tid);
-    float4 va[sa.PT], vb[sb.PT];
-    const int64_t ktiles = gemm_cdiv(p.k, C::BK);
-    dbuf_fetch<C::BM, C::BK, C::NT, !TA, VEC>(sa, p.k, 0, va);
-    dbuf_fetch<C::BN, C::BK, C::NT, TB, VEC>(sb, p.k, 0, vb);
-    gemm_tile_store<C::BM, C::BK, C::NT, !TA>(smem, tid, va);
-    gemm_tile_store<C::BN, C::BK, C::NT, TB>(smem + C::BK * C::LA, tid, vb);
-    __syncthreads();
-    float av[2][4 * C::QM], bv[2][4 * C::QN];
-    dbuf_frag<C>(smem, smem + C::BK * C::LA, am, bn, 0, av[0], bv[0]);
-    for (int64_t t = 0; t < ktiles; t++) {
-        float *cur = smem + (t & 1) * C::STAGE;
-        float *nxt = smem + ((t + 1) & 1) * C::STAGE;
-        bool more = t + 1 < ktiles;
-        if (more) {
-            dbuf_fetch<C::BM, C::BK, C::NT, !TA, VEC>(sa, p.k, (t + 1) * C::BK, va);
-            dbuf_fetch<C::BN, C::BK, C::NT, TB, VEC>(sb, p.k, (t + 1) * C::BK, vb);
-        }
-#pragma unroll
-        for (int kk = 0; kk < C::BK; kk++) {
-            if (kk + 1 < C::BK) {
-                dbuf_frag<C>(cur, cur + C::BK * C::LA, am, bn, kk + 1, av[(kk + 1) & 1], bv[(kk + 1) & 1]);
-            } else if (more) {
-                gemm_tile_store<C::BM, C::BK, C::NT, !TA>(nxt, tid, va);
-                gemm_tile_store<C::BN, C::BK, C::NT, TB>(nxt + C::BK * C::LA, tid, vb);
-                __syncthreads();
-                dbuf_frag<C>(nxt, nxt + C::BK * C::LA, am, bn, 0, av[0], bv[0]);
-            }
-            dbuf_outer<C>(av[kk & 1], bv[kk & 1], acc);
-        }
-    }
-}
-
 template <typename C, bool TA, bool TB, bool VEC>
 __global__ void __launch_bounds__(C::NT, C::MINB) gemm_dbuf_kernel(gemm_args<float> p, bool cvec)
 {
@@ -261,12 +218,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB) gemm_dbuf_kernel(gemm_args<flo
 #pragma unroll
         for (int c = 0; c < 4 * C::QN; c++)
             acc[r][c] = 0.f;
-    if (p.k > 0) {
-        if (C::PIPE)
-            dbuf_main_pipe<C, TA, TB, VEC>(p, smem, tid, am, bn, m0, n0, acc);
-        else
-            dbuf_main_simple<C, TA, TB, VEC>(p, smem, tid, am, bn, m0, n0, acc);
-    }
+    if (p.k > 0)
+        dbuf_mainloop<C, TA, TB, VEC>(p, smem, tid, am, bn, m0, n0, acc);
     dbuf_epilogue<C>(p, cvec, m0 + am, n0 + bn, acc);
 }
 
@@ -310,15 +263,15 @@ static cudaError_t dbuf_launch(const gemm_args<float> &p, cudaStream_t s)
 }
 
 /* The shipped configurations (bench/NOTES-gemm.md has the measurements):
- *              BM   BN   BK warps  LM QM QN minB pipe
+ *              BM   BN   BK warps  LM QM QN minB
  * big:   256×128 tile, 256 threads of 16×8: the fastest at 4096³/8192³ (fewest shared loads
  *        per FMA: 6 float4 per 128 FMAs), one block per SM (245 registers).
  * mid:   128×128 tile, 128 threads of 16×8, two blocks per SM.
  * small: 64×64×8 tile, 64 threads of 8×8, six blocks per SM: for small C, where only many
  *        blocks fill the SMs, and where its finer waves beat big's (dbuf_auto). */
-typedef dbuf_cfg<256, 128, 16, 4, 2, 4, 4, 2, 1, false> dbuf_big;
-typedef dbuf_cfg<128, 128, 8, 2, 2, 4, 4, 2, 2, false> dbuf_mid;
-typedef dbuf_cfg<64, 64, 8, 1, 2, 8, 2, 2, 6, false> dbuf_small;
+typedef dbuf_cfg<256, 128, 16, 4, 2, 4, 4, 2, 1> dbuf_big;
+typedef dbuf_cfg<128, 128, 8, 2, 2, 4, 4, 2, 2> dbuf_mid;
+typedef dbuf_cfg<64, 64, 8, 1, 2, 8, 2, 2, 6> dbuf_small;
 
 /* Blocks of configuration C that fit on one SM at once (registers, shared memory), asked
  * once: the answer depends on the kernel's resources only (one GPU type per process). */
