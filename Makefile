@@ -20,7 +20,7 @@ CC       ?= gcc
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror
 OPT      ?= -O2 -g
-CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(SAN) -I. -DCRUNCHD_VERSION='"$(VERSION)"' $(CUDA_DEF)
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(SAN) -I. -DCRUNCHD_VERSION='"$(VERSION)"' $(CUDA_DEF) $(EXTRA_DEF)
 LIBS     := -lmicrohttpd -lcjson -luuid -lopenblas -lpthread -lm
 
 ifneq ($(NVCC),)
@@ -29,7 +29,7 @@ ifneq ($(NVCC),)
   CUDA_SRC  := $(wildcard kernels/cuda/*.cu)
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
   NVFLAGS   := -O3 -std=c++17 -arch=$(CUDA_ARCH) -lineinfo -I. -DCRUNCHD_HAVE_CUDA \
-               -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings
+               -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings $(EXTRA_DEF)
 else
   CUDA_DEF  :=
   CUDA_SRC  :=
@@ -47,7 +47,7 @@ GPU_BIN    := $(if $(NVCC),$(GPU_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu_%))
 BENCH_SRC  := $(wildcard bench/*.cu)
 BENCH_BIN  := $(if $(NVCC),$(BENCH_SRC:bench/%.cu=$(BUILD)/bench/%))
 
-.PHONY: help deps build run test test-unit test-http test-asan test-gpu bench clean install
+.PHONY: help deps build build-fault run test test-unit test-http test-asan test-gpu bench clean install
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -80,15 +80,17 @@ test-asan: ## the HTTP tests against an ASan+UBSan build of the daemon (CPU back
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  CRUNCHD_BIN=$(abspath build-asan/crunchd) $(PYTHON) -m pytest -q tests/http $(PYTEST_ARGS)
 
-test-gpu: build ## on a GPU machine: kernel correctness, then the HTTP tests on the cuda backend
-	@set -e; for t in $(GPU_BIN); do echo "== $$t"; $$t; done
-	CRUNCHD_BACKEND=cuda CRUNCHD_BIN=$(abspath $(BUILD)/crunchd) $(PYTHON) -m pytest -q tests/http $(PYTEST_ARGS)
+test-gpu: build build-fault ## on a GPU machine: kernel correctness, the HTTP tests on cuda, the fault test
+	scripts/test-gpu.sh $(BUILD)/tests $(abspath $(BUILD)/crunchd) $(abspath build-fault/crunchd)
 
 bench: build ## on a GPU machine: kernel sweep vs cuBLAS/CUB -> bench/results/
 	@scripts/bench.sh $(BUILD)
 
+build-fault: ## a test build with the fault-injection switch (build-fault/crunchd), for tests/http/test_fault.py
+	@$(MAKE) --no-print-directory BUILD=build-fault EXTRA_DEF=-DCRUNCHD_FAULT_INJECTION build-fault/crunchd
+
 clean: ## remove build outputs
-	rm -rf build build-asan
+	rm -rf build build-asan build-fault
 
 install: $(BUILD)/crunchd ## install the binary under $(DESTDIR)$(PREFIX)
 	install -D -m 0755 $(BUILD)/crunchd $(DESTDIR)$(PREFIX)/bin/crunchd

@@ -184,6 +184,10 @@ static int check_kernel(cr_engine *e, const cr_job *j, cr_error *err)
                            e->b->name, cr_op_name(t->op), cr_dtype_name(t->dtype));
         return 0;
     }
+#ifdef CRUNCHD_FAULT_INJECTION
+    if (strcmp(name, "fault-illegal-address") == 0)
+        return 0; /* test builds only: the backend turns it into a real sticky error */
+#endif
     const cr_kernel_info *k = cr_find_kernel(e->b, t->op, name);
     if (!k)
         return cr_fail(err, 400, "unknown_kernel", "kernel",
