@@ -150,6 +150,7 @@ void cr_config_usage(FILE *out)
             snprintf(arg, sizeof arg, specs[i].kind == OPT_STR ? " STR" : " N");
         fprintf(out, "  --%s%s\n      %s [%s]\n", specs[i].flag, arg, specs[i].help, name);
     }
+    fprintf(out, "  --check URL\n      GET an http:// URL (2 s); exit 0 on 2xx, else 1: a health probe\n");
     fprintf(out, "  --help\n      this text\n");
 }
 

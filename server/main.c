@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "clock.h"
 #include "config.h"
 #include "engine.h"
@@ -130,6 +131,8 @@ int main(int argc, char **argv)
 {
     cr_config cfg;
     sigset_t set;
+    if (argc >= 2 && strcmp(argv[1], "--check") == 0) /* container health checks: no curl needed */
+        return cr_check_url(argc > 2 ? argv[2] : NULL);
     int rc = cr_config_load(&cfg, argc, argv, stderr);
     if (rc != 0)
         return rc > 0 ? 0 : EXIT_STARTUP;
