@@ -65,6 +65,7 @@ def plot(rows, outdir):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{kernel} ({dtype})",
                     linestyle="--" if ref else "-", color="black" if ref else None, linewidth=2.5 if ref else 1.5)
         ax.set_xscale("log", base=2)
+        ax.set_yscale("log")  # tf32 and naive differ 100x: a linear axis hides the own kernels
         ax.set_xlabel("bytes" if sweep.startswith("hist") else "size (m = n)")
         ax.set_ylabel(sel[0][5])
         ax.set_title(sweep)
