@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 make -j2 build build-fault
 cp build-fault/crunchd build-fault/crunchd-fault
 rm -rf .device
-../shared/tools/device-bundle.sh build/crunchd build-fault/crunchd-fault build/tests/gpu_* build/bench/*[!.o]
+../shared/tools/device-bundle.sh build/crunchd build-fault/crunchd-fault build/tests/gpu_* $(find build/bench -maxdepth 1 -type f -executable)
 strip .device/bin/*
 grep -qx '/.devpack/' .git/info/exclude || echo '/.devpack/' >> .git/info/exclude
 mkdir -p .devpack
