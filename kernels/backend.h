@@ -124,6 +124,11 @@ struct cr_backend {
     cr_status (*run)(cr_worker *w, const cr_task *t, cr_timings *tm, char *err, size_t errlen);
     /* Bytes of device memory a task needs, to pick a device that can hold it (0 on CPU). */
     uint64_t (*task_device_bytes)(const cr_task *t);
+    /* Optional (NULL: malloc/free): host memory the backend copies from fastest. cuda pins it,
+     * so request arrays received straight into it go to the device without a staging copy.
+     * Callable from any thread; host_alloc returns NULL when it cannot. */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
 };
 
 extern const cr_backend cr_backend_cpu;

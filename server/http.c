@@ -15,6 +15,7 @@
 #include "http_conn.h"
 #include "json_response.h"
 #include "log.h"
+#include "upload.h"
 
 typedef struct {
     const char *path;       /* exact, or a prefix ending in '/' for /v1/jobs/{id} */
@@ -198,8 +199,7 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     if (strcmp(r->method, "POST") != 0)
         return MHD_YES;
     if (!is_json_type(cr_header(c, MHD_HTTP_HEADER_CONTENT_TYPE)))
-        return refuse(c, 415, "unsupported_media_type", "Content-Type",
-                      "send the request as Content-Type: application/json");
+        return cr_upload_begin(c); /* .npy, multipart or raw bytes; 415 for anything else */
     c->limit = (size_t)h->deps.cfg->max_json_mb << 20;
     const char *cl = cr_header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > c->limit)
@@ -238,6 +238,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         return begin(cls, conn, url, method, con_cls);
     if (c->status) /* answered early (413/415/404/405): swallow what the client still sends */
         return (*upload_data_size = 0), MHD_YES;
+    if (*upload_data_size && c->upload)
+        return cr_upload_feed(c, upload_data, upload_data_size);
     if (*upload_data_size) {
         int rc = append_body(c, upload_data, *upload_data_size);
         cr_metrics_bytes_in(*upload_data_size);
@@ -300,6 +302,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     cr_metrics_request(c->label, c->status);
     log_request(c);
     cr_routes_forget_conn(c);
+    cr_upload_free(c);
     atomic_fetch_sub(&c->h->active, 1);
     free(c->body);
     free(c);

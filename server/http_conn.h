@@ -35,6 +35,7 @@ struct cr_conn {
     cr_route_label label;
     char *body;
     size_t len, cap, limit;
+    struct cr_upload *upload; /* a binary body being streamed into its arrays (upload.c) */
     cr_job *job;             /* sync job we wait for, or the job a response is about */
     bool waiting;            /* suspended until job finishes */
     cr_conn *wait_prev, *wait_next; /* in h->waiting_head while waiting */

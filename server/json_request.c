@@ -239,15 +239,24 @@ static int add_bytes(uint64_t *total, uint64_t elements, size_t elem_size, const
 static void *alloc_buf(cr_request *r, int slot, size_t bytes, bool zeroed, cr_error *err)
 {
     size_t n = bytes ? bytes : 1; /* malloc(0) may return NULL; an empty histogram is valid */
-    void *p = zeroed ? calloc(1, n) : malloc(n);
+    void (*release)(void *) = NULL;
+    void *p = NULL;
+    if (slot == BUF_OUT && r->out_alloc && (p = r->out_alloc(n)) != NULL) {
+        release = r->out_free;
+        if (zeroed)
+            memset(p, 0, n);
+    } else {
+        p = zeroed ? calloc(1, n) : malloc(n); /* pinned memory can run out: plain memory works */
+    }
     if (!p) {
         cr_fail(err, 503, "host_memory", "", "could not allocate %zu bytes for the request",
                 bytes);
         return NULL;
     }
-    free(r->bufs[slot]);
+    cr_request_free_buf(r, slot);
     r->bufs[slot] = p;
     r->buf_bytes[slot] = bytes;
+    r->buf_free[slot] = release;
     return p;
 }
 
@@ -585,11 +594,24 @@ int cr_request_alloc_output(cr_request *r, cr_error *err)
     return 0;
 }
 
+void cr_request_free_buf(cr_request *r, int slot)
+{
+    if (r->bufs[slot]) {
+        if (r->buf_free[slot])
+            r->buf_free[slot](r->bufs[slot]);
+        else
+            free(r->bufs[slot]);
+    }
+    r->bufs[slot] = NULL;
+    r->buf_bytes[slot] = 0;
+    r->buf_free[slot] = NULL;
+}
+
 void cr_request_free(cr_request *r)
 {
     if (!r)
         return;
     for (int i = 0; i < CR_REQUEST_BUFS; i++)
-        free(r->bufs[i]);
+        cr_request_free_buf(r, i);
     memset(r, 0, sizeof *r);
 }

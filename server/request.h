@@ -27,6 +27,13 @@ typedef struct {
     int64_t timeout_ms;                 /* 0: server default */
     void *bufs[CR_REQUEST_BUFS];        /* owned; freed by cr_request_free */
     size_t buf_bytes[CR_REQUEST_BUFS];
+    /* How each buf is freed (NULL: free()): binary uploads land in the backend's pinned host
+     * memory, which only its own allocator may release. */
+    void (*buf_free[CR_REQUEST_BUFS])(void *p);
+    /* The allocator for the output buffer (NULL: malloc), so a pinned request gets a pinned
+     * output and the worker copies the result back without staging. */
+    void *(*out_alloc)(size_t bytes);
+    void (*out_free)(void *p);
     uint64_t body_bytes;                /* size of the request as received */
 } cr_request;
 
@@ -37,6 +44,9 @@ int cr_request_from_json(cr_op op, const char *body, size_t len, const cr_limits
 
 /* Allocates the output buffer for task (C matrix, counts) in out->bufs; -1 on failure. */
 int cr_request_alloc_output(cr_request *r, cr_error *err);
+
+/* Frees one buffer with the allocator that made it. */
+void cr_request_free_buf(cr_request *r, int slot);
 
 void cr_request_free(cr_request *r);
 

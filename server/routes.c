@@ -8,6 +8,7 @@
 #include "engine.h"
 #include "http_conn.h"
 #include "json_response.h"
+#include "upload.h"
 
 static pthread_mutex_t resume_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -196,7 +197,8 @@ static cr_job *job_from_body(cr_conn *c, cr_op op, bool async, cr_error *err)
 {
     cr_request req;
     cr_limits lim = limits_of(c->h->deps.cfg);
-    if (cr_request_from_json(op, c->body ? c->body : "", c->len, &lim, &req, err) < 0)
+    if (c->upload ? cr_upload_request(c, &req, err) < 0
+                  : cr_request_from_json(op, c->body ? c->body : "", c->len, &lim, &req, err) < 0)
         return NULL;
     req.body_bytes = c->len;
     cr_job *j = cr_job_new(&req, async);

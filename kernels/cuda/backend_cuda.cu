@@ -105,6 +105,25 @@ cleanup:
 
 static const cr_kernel_info *cuda_kernel_list(size_t *count) { return cr_cuda_kernel_list(count); }
 
+/* Pinned (page-locked) host memory, portable to every device's context: uploads land in it and
+ * the worker copies them to the device directly. NULL when pinning fails (the caller falls back
+ * to pageable memory, which the worker stages). */
+static void *cuda_host_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: leave no error behind for the workers' next call */
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_host_free(void *p)
+{
+    if (p && cudaFreeHost(p) != cudaSuccess)
+        cudaGetLastError();
+}
+
 extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *err, size_t errlen);
 extern "C" void cr_cuda_worker_destroy(cr_worker *w);
 
@@ -119,4 +138,6 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_cuda_worker_destroy,
     cr_cuda_run,
     cr_cuda_task_device_bytes,
+    cuda_host_alloc,
+    cuda_host_free,
 };

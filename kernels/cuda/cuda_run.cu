@@ -24,6 +24,8 @@ typedef struct {
     size_t out_off, out_bytes;
     bool out_is_input;      /* GEMM with c_in: the output region starts as an input */
     void *out_host;
+    /* Host buffers already pinned (binary uploads): copied to/from directly, never staged. */
+    bool in_pinned[MAX_INPUTS], out_pinned, any_in_pinned;
     size_t work_off, work_bytes;
     size_t total;
 } task_layout;
@@ -292,18 +294,64 @@ static cr_status check_kernel(const cr_task *t, char *err, size_t errlen)
     return CR_OK;
 }
 
+/* Page-locked host memory (cudaHostAlloc), which the copy engines read and write directly. */
+static bool is_pinned(const void *p)
+{
+    cudaPointerAttributes a;
+    if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* older runtimes call plain malloc memory an invalid value */
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
+static void find_pinned(task_layout *l)
+{
+    for (int i = 0; i < l->n_in; i++) {
+        l->in_pinned[i] = l->in_bytes[i] && is_pinned(l->in_host[i]);
+        l->any_in_pinned |= l->in_pinned[i];
+    }
+    l->out_pinned = l->out_bytes && is_pinned(l->out_host);
+}
+
+/* Copies the pageable inputs into the worker's pinned staging; pinned ones stay where they are. */
 static cr_status stage_inputs(cr_worker *w, const task_layout *l, char *err, size_t errlen)
 {
-    size_t need = l->in_end > l->out_bytes ? l->in_end : l->out_bytes;
-    if (cr_worker_reserve_pinned(w, need) != cudaSuccess) {
+    size_t staged_in = 0;
+    for (int i = 0; i < l->n_in; i++)
+        if (!l->in_pinned[i] && l->in_bytes[i])
+            staged_in = l->in_off[i] + l->in_bytes[i];
+    size_t out = l->out_pinned ? 0 : l->out_bytes;
+    size_t need = staged_in > out ? staged_in : out;
+    if (need && cr_worker_reserve_pinned(w, need) != cudaSuccess) {
         cudaGetLastError();
         snprintf(err, errlen, "cannot pin %zu bytes of host staging memory", need);
         return CR_E_NOMEM_HOST;
     }
     for (int i = 0; i < l->n_in; i++)
-        if (l->in_bytes[i])
+        if (l->in_bytes[i] && !l->in_pinned[i])
             memcpy((char *)w->pinned + l->in_off[i], l->in_host[i], l->in_bytes[i]);
     return CR_OK;
+}
+
+/* One copy of the packed inputs when all were staged; else one per input, each from wherever
+ * it is pinned. */
+static cudaError_t copy_inputs(cr_worker *w, const task_layout *l, char *dev, cr_cuda_err *e)
+{
+    if (!l->any_in_pinned) {
+        if (l->in_end)
+            CR_CHECK(e, cudaMemcpyAsync(dev, w->pinned, l->in_end, cudaMemcpyHostToDevice, w->stream));
+        return cudaSuccess;
+    }
+    for (int i = 0; i < l->n_in; i++) {
+        if (!l->in_bytes[i])
+            continue;
+        const void *src = l->in_pinned[i] ? l->in_host[i] : (const char *)w->pinned + l->in_off[i];
+        CR_CHECK(e, cudaMemcpyAsync(dev + l->in_off[i], src, l->in_bytes[i], cudaMemcpyHostToDevice,
+                                    w->stream));
+    }
+cleanup:
+    return e->code;
 }
 
 cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err, size_t errlen)
@@ -316,14 +364,14 @@ cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err,
     if (st != CR_OK)
         return st;
     plan_task(t, &l);
+    find_pinned(&l);
     CR_CHECK(&e, cudaSetDevice(w->device));
     /* device memory first: a task too big for the device fails before any host staging */
     CR_CHECK(&e, cudaMallocFromPoolAsync((void **)&dev, l.total ? l.total : 1, w->pool, w->stream));
     if ((st = stage_inputs(w, &l, err, errlen)) != CR_OK)
         goto cleanup;
     CR_CHECK(&e, cudaEventRecord(w->ev[EV_START], w->stream));
-    if (l.in_end)
-        CR_CHECK(&e, cudaMemcpyAsync(dev, w->pinned, l.in_end, cudaMemcpyHostToDevice, w->stream));
+    CR_CHECK(&e, copy_inputs(w, &l, dev, &e));
     CR_CHECK(&e, cudaEventRecord(w->ev[EV_H2D], w->stream));
     if ((cancelled = cancelled_after(w, t, EV_H2D, &e)) || e.code)
         goto cleanup;
@@ -332,10 +380,11 @@ cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err,
     if ((cancelled = cancelled_after(w, t, EV_KERNEL, &e)) || e.code)
         goto cleanup;
     if (l.out_bytes)
-        CR_CHECK(&e, cudaMemcpyAsync(w->pinned, dev + l.out_off, l.out_bytes, cudaMemcpyDeviceToHost, w->stream));
+        CR_CHECK(&e, cudaMemcpyAsync(l.out_pinned ? l.out_host : w->pinned, dev + l.out_off, l.out_bytes,
+                                     cudaMemcpyDeviceToHost, w->stream));
     CR_CHECK(&e, cudaEventRecord(w->ev[EV_D2H], w->stream));
     CR_CHECK(&e, cudaStreamSynchronize(w->stream));
-    if (l.out_bytes)
+    if (l.out_bytes && !l.out_pinned)
         memcpy(l.out_host, w->pinned, l.out_bytes);
     if (tm)
         fill_timings(w, tm);
