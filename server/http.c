@@ -15,6 +15,7 @@
 #include "http_conn.h"
 #include "json_response.h"
 #include "log.h"
+#include "npy_response.h"
 #include "upload.h"
 
 typedef struct {
@@ -133,6 +134,8 @@ enum MHD_Result cr_send_job(cr_conn *c, cr_job *j)
     size_t len = 0;
     if (atomic_load(&j->state) != CR_JOB_DONE)
         return cr_send_error(c, &j->error);
+    if (cr_wants_npy(c)) /* Accept: application/x-npy; errors stay JSON */
+        return cr_send_job_npy(c, j);
     char *body = cr_json_job_result(j, c->h->deps.engine ? cr_engine_backend(c->h->deps.engine)->name : "",
                                     &len);
     return cr_send(c, 200, "application/json", body, len);

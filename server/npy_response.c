@@ -1,0 +1,161 @@
+/* .npy answers; see npy_response.h. */
+#include "npy_response.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "npy.h"
+#include "numfmt.h"
+
+#define EDGES_HEADER_MAX 4096
+#define BLOCK_SIZE (256 * 1024)
+
+/* The body: the header text, then the job's output buffer, read in place. */
+typedef struct {
+    cr_job *job;             /* a reference, released by free_body */
+    char header[CR_NPY_WRITE_MAX];
+    size_t header_len;
+    const char *data;
+    uint64_t data_len;
+} npy_body;
+
+bool cr_wants_npy(cr_conn *c)
+{
+    const char *accept = cr_header(c, MHD_HTTP_HEADER_ACCEPT);
+    return accept && strcasestr(accept, "application/x-npy") != NULL;
+}
+
+static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    const npy_body *b = cls;
+    uint64_t total = b->header_len + b->data_len;
+    if (pos >= total)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    size_t n = 0;
+    if (pos < b->header_len) {
+        n = b->header_len - (size_t)pos < max ? b->header_len - (size_t)pos : max;
+        memcpy(buf, b->header + pos, n);
+        pos += n;
+    }
+    uint64_t off = pos - b->header_len, left = b->data_len - off;
+    size_t k = left < max - n ? (size_t)left : max - n;
+    memcpy(buf + n, b->data + off, k);
+    return (ssize_t)(n + k);
+}
+
+static void free_body(void *cls)
+{
+    npy_body *b = cls;
+    cr_job_release(b->job);
+    free(b);
+}
+
+/* The result's shape: (m, n), (n, n) or (bins,). */
+static int result_shape(const cr_task *t, int64_t shape[2], cr_dtype *dt)
+{
+    *dt = t->dtype;
+    switch (t->op) {
+    case CR_OP_GEMM:
+        shape[0] = t->u.gemm.m;
+        shape[1] = t->u.gemm.n;
+        return 2;
+    case CR_OP_ATA:
+        shape[0] = shape[1] = t->u.ata.n;
+        return 2;
+    default:
+        shape[0] = t->u.hist.bins;
+        *dt = CR_DT_U64;
+        return 1;
+    }
+}
+
+static void add_number(struct MHD_Response *r, const char *name, double v)
+{
+    char text[CR_NUMFMT_MAX];
+    cr_fmt_f64(text, v);
+    MHD_add_response_header(r, name, text);
+}
+
+/* numpy.linspace(lo, hi, bins + 1) in the data's precision, as the JSON answer's edges. */
+static void add_edges(struct MHD_Response *r, const cr_request *q)
+{
+    const cr_hist_task *h = &q->task.u.hist;
+    char *text = malloc(EDGES_HEADER_MAX + CR_NUMFMT_MAX + 2);
+    size_t n = 0;
+    double step = (h->hi - h->lo) / h->bins;
+    if (!text)
+        return;
+    for (int32_t i = 0; i <= h->bins && n <= EDGES_HEADER_MAX; i++) {
+        double e = i == h->bins ? h->hi : h->lo + i * step;
+        if (i)
+            text[n++] = ',';
+        n += q->task.dtype == CR_DT_F32 ? cr_fmt_f32(text + n, (float)e) : cr_fmt_f64(text + n, e);
+    }
+    if (n <= EDGES_HEADER_MAX) /* else too long for a header: the JSON answer has them */
+        MHD_add_response_header(r, "X-Crunchd-Edges", text);
+    free(text);
+}
+
+static void add_headers(cr_conn *c, struct MHD_Response *r, const cr_job *j)
+{
+    const cr_task *t = &j->req.task;
+    const cr_phase_ms *ms = &j->ms;
+    char timing[256];
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-npy");
+    MHD_add_response_header(r, "X-Crunchd-Job-Id", j->id);
+    MHD_add_response_header(r, "X-Crunchd-Op", cr_op_name(t->op));
+    MHD_add_response_header(r, "X-Crunchd-Kernel", j->kernel_used ? j->kernel_used : j->req.kernel);
+    if (c->h->deps.engine)
+        MHD_add_response_header(r, "X-Crunchd-Backend", cr_engine_backend(c->h->deps.engine)->name);
+    MHD_add_response_header(r, "X-Crunchd-Device", j->device);
+    MHD_add_response_header(r, "X-Crunchd-Dtype", cr_dtype_name(t->dtype));
+    double work = t->op == CR_OP_HISTOGRAM ? cr_task_bytes(t) : cr_task_flops(t);
+    double rate = ms->kernel > 0 ? work / (ms->kernel * 1e-3) / 1e9 : 0.0;
+    add_number(r, t->op == CR_OP_HISTOGRAM ? "X-Crunchd-Gbps" : "X-Crunchd-Gflops", rate);
+    snprintf(timing, sizeof timing,
+             "queue;dur=%.3f, h2d;dur=%.3f, kernel;dur=%.3f, d2h;dur=%.3f, total;dur=%.3f",
+             ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total);
+    MHD_add_response_header(r, "Server-Timing", timing);
+    if (t->op == CR_OP_HISTOGRAM && j->req.is_float_hist) {
+        char range[2 * CR_NUMFMT_MAX + 2];
+        size_t n = cr_fmt_f64(range, t->u.hist.lo);
+        range[n++] = ',';
+        cr_fmt_f64(range + n, t->u.hist.hi);
+        MHD_add_response_header(r, "X-Crunchd-Range", range);
+        add_edges(r, &j->req);
+    }
+}
+
+enum MHD_Result cr_send_job_npy(cr_conn *c, cr_job *j)
+{
+    int64_t shape[2];
+    cr_dtype dt;
+    int ndim = result_shape(&j->req.task, shape, &dt);
+    npy_body *b = calloc(1, sizeof *b);
+    if (!b)
+        return MHD_NO;
+    b->header_len = cr_npy_write_header(b->header, sizeof b->header, dt, ndim, shape);
+    b->data = cr_task_output(&j->req.task);
+    b->data_len = cr_task_output_bytes(&j->req.task);
+    if (!b->header_len || (!b->data && b->data_len)) {
+        free(b);
+        cr_error e;
+        cr_fail(&e, 500, "internal", "", "cannot encode this result as .npy");
+        return cr_send_error(c, &e);
+    }
+    cr_job_ref(j);
+    b->job = j;
+    struct MHD_Response *r = MHD_create_response_from_callback(b->header_len + b->data_len,
+                                                               BLOCK_SIZE, read_body, b, free_body);
+    if (!r) {
+        free_body(b);
+        return MHD_NO;
+    }
+    add_headers(c, r, j);
+    c->status = 200;
+    enum MHD_Result ret = MHD_queue_response(c->conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
