@@ -14,12 +14,13 @@
 #include "clock.h"
 #include "http_conn.h"
 #include "json_response.h"
+#include "kserve.h"
 #include "log.h"
 #include "npy_response.h"
 #include "upload.h"
 
 typedef struct {
-    const char *path;       /* exact, or a prefix ending in '/' for /v1/jobs/{id} */
+    const char *path;       /* exact but for {holes}, each one path segment: /v1/jobs/{id} */
     const char *method;
     cr_handler handler;
     cr_route_label label;
@@ -38,24 +39,45 @@ static const route routes[] = {
     {"/v1/jobs/{id}", "GET", cr_route_job_status, CR_ROUTE_JOBS},
     {"/v1/jobs/{id}", "DELETE", cr_route_job_delete, CR_ROUTE_JOBS},
     {"/v1/jobs/{id}/result", "GET", cr_route_job_result, CR_ROUTE_JOBS},
+    {"/v2", "GET", cr_kserve_server_metadata, CR_ROUTE_OTHER},
+    {"/v2/health/live", "GET", cr_kserve_live, CR_ROUTE_OTHER},
+    {"/v2/health/ready", "GET", cr_kserve_ready, CR_ROUTE_OTHER},
+    {"/v2/models/{model}", "GET", cr_kserve_model_metadata, CR_ROUTE_OTHER},
+    {"/v2/models/{model}/versions/{version}", "GET", cr_kserve_model_metadata, CR_ROUTE_OTHER},
+    {"/v2/models/{model}/ready", "GET", cr_kserve_model_ready, CR_ROUTE_OTHER},
+    {"/v2/models/{model}/versions/{version}/ready", "GET", cr_kserve_model_ready, CR_ROUTE_OTHER},
+    {"/v2/models/{model}/infer", "POST", cr_kserve_infer, CR_ROUTE_OTHER},
+    {"/v2/models/{model}/versions/{version}/infer", "POST", cr_kserve_infer, CR_ROUTE_OTHER},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 
-/* Matches "/v1/jobs/{id}" patterns; *id points into path. */
+/* The /v2 rows speak KServe v2: its body types and limits (kserve.c), its error bodies. */
+static bool is_kserve(const route *r)
+{
+    return strncmp(r->path, "/v2", 3) == 0 && (r->path[3] == '\0' || r->path[3] == '/');
+}
+
+/* Matches a pattern whose {holes} each take one non-empty path segment; *id points at the
+ * first hole's text inside path. */
 static bool path_matches(const char *pattern, const char *path, const char **id)
 {
-    const char *hole = strstr(pattern, "{id}");
-    if (!hole)
-        return strcmp(pattern, path) == 0;
-    size_t pre = (size_t)(hole - pattern);
-    const char *post = hole + 4;
-    if (strncmp(pattern, path, pre) != 0)
+    const char *first = NULL;
+    while (*pattern) {
+        if (*pattern == '{') {
+            size_t seg = strcspn(path, "/");
+            if (seg == 0)
+                return false;
+            first = first ? first : path;
+            path += seg;
+            pattern += strcspn(pattern, "}");
+            pattern += *pattern ? 1 : 0;
+        } else if (*pattern++ != *path++) {
+            return false;
+        }
+    }
+    if (*path)
         return false;
-    const char *start = path + pre, *end = strchr(start, '/');
-    size_t idlen = end ? (size_t)(end - start) : strlen(start);
-    if (idlen == 0 || strcmp(end ? end : "", post) != 0)
-        return false;
-    *id = start;
+    *id = first;
     return true;
 }
 
@@ -104,6 +126,8 @@ enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (status == 503 || status == 429)
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (c->extra_header)
+        MHD_add_response_header(r, c->extra_header, c->extra_value);
     if (c->job) {
         MHD_add_response_header(r, "X-Crunchd-Job-Id", c->job->id);
         char timing[256];
@@ -125,7 +149,7 @@ enum MHD_Result cr_send_error(cr_conn *c, const cr_error *e)
 {
     size_t len = 0;
     snprintf(c->error_code, sizeof c->error_code, "%s", e->code);
-    char *body = cr_json_error(e, &len);
+    char *body = c->kserve ? cr_kserve_error_json(e, &len) : cr_json_error(e, &len);
     return cr_send(c, e->http, "application/json", body, len);
 }
 
@@ -199,8 +223,11 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
                         : refuse(c, 404, "not_found", "", "no such route (see /v1/info and api/openapi.yaml)");
     c->handler = r->handler;
     c->label = r->label;
+    c->kserve = is_kserve(r);
     if (strcmp(r->method, "POST") != 0)
         return MHD_YES;
+    if (c->kserve)
+        return cr_kserve_begin(c);
     if (!is_json_type(cr_header(c, MHD_HTTP_HEADER_CONTENT_TYPE)))
         return cr_upload_begin(c); /* .npy, multipart or raw bytes; 415 for anything else */
     c->limit = (size_t)h->deps.cfg->max_json_mb << 20;
@@ -248,7 +275,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         cr_metrics_bytes_in(*upload_data_size);
         *upload_data_size = 0;
         if (rc == -1)
-            return refuse(c, 413, "too_large", "body", "the JSON body is larger than --max-json-mb");
+            return refuse(c, 413, "too_large", "body",
+                          c->limit_msg ? c->limit_msg : "the JSON body is larger than --max-json-mb");
         if (rc == -2)
             return refuse(c, 503, "host_memory", "", "out of memory reading the body");
         return MHD_YES;
@@ -306,6 +334,8 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     log_request(c);
     cr_routes_forget_conn(c);
     cr_upload_free(c);
+    if (c->ctx_free)
+        c->ctx_free(c->ctx);
     atomic_fetch_sub(&c->h->active, 1);
     free(c->body);
     free(c);

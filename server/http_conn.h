@@ -24,18 +24,27 @@ struct cr_http {
 
 typedef struct cr_conn cr_conn;
 typedef enum MHD_Result (*cr_handler)(cr_conn *c);
+/* Answers a finished sync job (its result or its error) in a route's own format. */
+typedef enum MHD_Result (*cr_conn_encoder)(cr_conn *c, cr_job *j);
 
 struct cr_conn {
     cr_http *h;
     struct MHD_Connection *conn;
     char method[16];
     char path[256];
-    const char *id;          /* the {id} of /v1/jobs/{id}[/result], inside path */
+    const char *id;          /* the first {hole} of the route's path ({id}, {model}), inside path */
     cr_handler handler;
     cr_route_label label;
     char *body;
     size_t len, cap, limit;
     struct cr_upload *upload; /* a binary body being streamed into its arrays (upload.c) */
+    const char *limit_msg;   /* the 413 message when the body passes limit; NULL: JSON's */
+    bool kserve;             /* a KServe v2 route: its error bodies are {"error": "message"} */
+    cr_conn_encoder encode;  /* answers the sync job once resumed; NULL: cr_send_job */
+    void *ctx;               /* a handler's state across suspend/resume, freed by ctx_free */
+    void (*ctx_free)(void *ctx);
+    const char *extra_header;/* one more response header for cr_send (name, extra_value) */
+    char extra_value[32];
     cr_job *job;             /* sync job we wait for, or the job a response is about */
     bool waiting;            /* suspended until job finishes */
     cr_conn *wait_prev, *wait_next; /* in h->waiting_head while waiting */
@@ -70,5 +79,11 @@ void cr_waiting_add(cr_conn *c);
 void cr_waiting_remove(cr_conn *c);
 /* Called again after a suspended sync request resumes. */
 enum MHD_Result cr_route_op_resumed(cr_conn *c);
+/* Runs j synchronously: suspends c, queues j and, once it finished, answers through enc. */
+enum MHD_Result cr_run_sync(cr_conn *c, cr_job *j, cr_conn_encoder enc);
+/* Request headers that shape a job: X-Crunchd-Timeout-Ms, the test-only delay. -1 with err. */
+int cr_apply_job_headers(cr_conn *c, cr_job *j, cr_error *err);
+/* The decoders' limits from the configuration. */
+cr_limits cr_request_limits(const cr_config *cfg);
 
 #endif

@@ -167,7 +167,7 @@ enum MHD_Result cr_route_kernels(cr_conn *c)
     return send_cjson(c, 200, doc);
 }
 
-static cr_limits limits_of(const cr_config *cfg)
+cr_limits cr_request_limits(const cr_config *cfg)
 {
     return (cr_limits){.max_elements = (uint64_t)cfg->max_elements,
                        .max_total_bytes = (uint64_t)cfg->max_body_mb << 20,
@@ -175,7 +175,7 @@ static cr_limits limits_of(const cr_config *cfg)
 }
 
 /* Headers that shape a job: a deadline, and the test-only delay. */
-static int apply_headers(cr_conn *c, cr_job *j, cr_error *err)
+int cr_apply_job_headers(cr_conn *c, cr_job *j, cr_error *err)
 {
     const char *timeout = cr_header(c, "X-Crunchd-Timeout-Ms");
     if (timeout && j->req.timeout_ms == 0) {
@@ -196,7 +196,7 @@ static int apply_headers(cr_conn *c, cr_job *j, cr_error *err)
 static cr_job *job_from_body(cr_conn *c, cr_op op, bool async, cr_error *err)
 {
     cr_request req;
-    cr_limits lim = limits_of(c->h->deps.cfg);
+    cr_limits lim = cr_request_limits(c->h->deps.cfg);
     if (c->upload ? cr_upload_request(c, &req, err) < 0
                   : cr_request_from_json(op, c->body ? c->body : "", c->len, &lim, &req, err) < 0)
         return NULL;
@@ -207,7 +207,7 @@ static cr_job *job_from_body(cr_conn *c, cr_op op, bool async, cr_error *err)
         cr_fail(err, 503, "host_memory", "", "out of memory");
         return NULL;
     }
-    if (apply_headers(c, j, err) < 0) {
+    if (cr_apply_job_headers(c, j, err) < 0) {
         cr_job_release(j);
         return NULL;
     }
@@ -246,13 +246,19 @@ static cr_op op_of_path(const char *path)
     return CR_OP_HISTOGRAM;
 }
 
-/* Suspends before queueing so a fast worker can never resume a connection not yet suspended. */
 enum MHD_Result cr_route_op(cr_conn *c)
 {
     cr_error err;
     cr_job *j = job_from_body(c, op_of_path(c->path), false, &err);
     if (!j)
         return cr_send_error(c, &err);
+    return cr_run_sync(c, j, cr_send_job);
+}
+
+/* Suspends before queueing so a fast worker can never resume a connection not yet suspended. */
+enum MHD_Result cr_run_sync(cr_conn *c, cr_job *j, cr_conn_encoder enc)
+{
+    c->encode = enc;
     c->job = j;
     j->conn = c->conn;
     j->on_done = resume_on_done;
@@ -272,7 +278,7 @@ enum MHD_Result cr_route_op_resumed(cr_conn *c)
         return cr_send_error(c, &c->pending);
     if (!cr_job_finished(c->job)) /* a spurious wake-up: keep waiting */
         return MHD_suspend_connection(c->conn), MHD_YES;
-    return cr_send_job(c, c->job);
+    return c->encode ? c->encode(c, c->job) : cr_send_job(c, c->job);
 }
 
 enum MHD_Result cr_route_job_submit(cr_conn *c)

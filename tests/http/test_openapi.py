@@ -45,6 +45,19 @@ def spec_operations(spec):
                 yield path, method.upper()
 
 
+# KServe v2 (server/kserve.c): {model_name} and {model_version} are filled in by request_for.
+KSERVE_OPS = {
+    ("/v2", "GET"), ("/v2/health/live", "GET"), ("/v2/health/ready", "GET"),
+    ("/v2/models/{model_name}", "GET"), ("/v2/models/{model_name}/versions/{model_version}", "GET"),
+    ("/v2/models/{model_name}/ready", "GET"),
+    ("/v2/models/{model_name}/versions/{model_version}/ready", "GET"),
+    ("/v2/models/{model_name}/infer", "POST"),
+    ("/v2/models/{model_name}/versions/{model_version}/infer", "POST"),
+}
+KSERVE_INFER = {"inputs": [{"name": "a", "datatype": "FP32", "shape": [2, 1], "data": [1, 2]},
+                           {"name": "b", "datatype": "FP32", "shape": [1, 1], "data": [3]}]}
+
+
 def test_spec_lists_the_contract_routes(spec):
     ops = set(spec_operations(spec))
     assert ops == {
@@ -52,7 +65,7 @@ def test_spec_lists_the_contract_routes(spec):
         ("/v1/jobs", "POST"), ("/v1/jobs/{id}", "GET"), ("/v1/jobs/{id}", "DELETE"),
         ("/v1/jobs/{id}/result", "GET"), ("/healthz", "GET"), ("/readyz", "GET"),
         ("/metrics", "GET"), ("/v1/info", "GET"), ("/v1/kernels", "GET"),
-    }, ops
+    } | KSERVE_OPS, ops
 
 
 def test_spec_error_codes_match_error_h(spec):
@@ -78,7 +91,9 @@ def request_for(daemon, path, method):
         jid = daemon.submit({"op": "gemm", "a": [[2]], "b": [[3]]})
         daemon.wait_job(jid)
         path = path.replace("{id}", jid)
-    body = BODIES.get(path) if method == "POST" else None
+    path = path.replace("{model_name}", "gemm").replace("{model_version}", "1")
+    body = BODIES.get(path, KSERVE_INFER if path.startswith("/v2/") else None) \
+        if method == "POST" else None
     return daemon.request(method, path, json=body) if body is not None else \
         daemon.request(method, path)
 
