@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""End-to-end cost of big jobs over HTTP against their floors (make bench-e2e, on a GPU machine).
+
+1. GEMM 4096² FP32 sent as two .npy files with curl (multipart), answered as .npy.
+   floor = input bytes / pinned H2D rate + output bytes / pinned D2H rate + cuBLAS kernel time
+   (rates from build/bench/copy in the same run; kernel time from the daemon's Server-Timing).
+2. Histogram of 512 MiB of bytes uploaded raw over loopback.
+   floor = bytes / loopback transfer rate (curl to a sink that reads and discards) + kernel time.
+
+Prints both ratios (target <= 1.5) and writes a CSV.
+  scripts/bench_e2e.py BUILD_DIR OUT_CSV        (CRUNCHD_BIN overrides BUILD_DIR/crunchd)
+"""
+import os
+import pathlib
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "http"))
+from conftest import Daemon  # noqa: E402  (the tests' daemon runner: free port, readyz, drain)
+
+REPS = 5
+
+
+def timing(headers):
+    out = {}
+    for part in headers.get("Server-Timing", "").split(","):
+        m = re.match(r"\s*(\w+);dur=([0-9.]+)", part)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def curl(args):
+    """Runs curl, returns (seconds, headers dict) from its own timer and a header dump."""
+    with tempfile.NamedTemporaryFile("r") as hdr:
+        cmd = ["curl", "-sS", "-f", "-o", "/dev/null", "-D", hdr.name, "-w", "%{time_total}"] + args
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        headers = {}
+        for line in open(hdr.name):
+            if ":" in line:
+                k, v = line.split(":", 1)
+                headers[k.strip()] = v.strip()
+        return float(out), headers
+
+
+def sink_server():
+    """A loopback HTTP sink: reads a body of Content-Length bytes, answers 204. Measures the
+    loopback transfer rate the histogram floor uses, with the same client as the real upload."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def serve():
+        buf = bytearray(8 << 20)
+        view = memoryview(buf)
+        while True:
+            conn, _ = srv.accept()
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(65536)
+                hdr, rest = head.split(b"\r\n\r\n", 1)
+                length = int(re.search(rb"(?i)content-length:\s*(\d+)", hdr).group(1)) - len(rest)
+                while length > 0:
+                    length -= conn.recv_into(view, min(len(buf), length))
+                conn.sendall(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv.getsockname()[1]
+
+
+def copy_rates(build):
+    out = subprocess.run([str(build / "bench" / "copy"), "256"], check=True, capture_output=True,
+                         text=True).stdout
+    vals = dict(kv.split("=") for kv in out.split())
+    return float(vals["h2d_gbps"]), float(vals["d2h_gbps"])
+
+
+def bench_gemm(d, tmp, h2d_gbps, d2h_gbps):
+    n = 4096
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    np.save(tmp / "a.npy", a)
+    np.save(tmp / "b.npy", b)
+    url = f"{d.base}/v1/gemm?kernel=cublas"
+    args = ["-F", f"a=@{tmp}/a.npy", "-F", f"b=@{tmp}/b.npy", "-H", "Accept: application/x-npy", "-H", "Expect:", url]
+    curl(args)  # warm-up: pools, pinned staging, cuBLAS heuristics
+    runs = [curl(args) for _ in range(REPS)]
+    # correctness of what came back, once
+    subprocess.run(["curl", "-sS", "-f", "-o", str(tmp / "c.npy")] + args[:-1] + [url], check=True)
+    c = np.load(tmp / "c.npy")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    err = np.abs(c - ref).max() / np.abs(ref).max()
+    assert err < 1e-4, f"GEMM result wrong: max rel error {err}"
+    total_s = statistics.median(r[0] for r in runs)
+    kernel_ms = statistics.median(timing(r[1]).get("kernel", 0.0) for r in runs)
+    in_bytes, out_bytes = 2 * a.nbytes, n * n * 4
+    floor_s = in_bytes / (h2d_gbps * 1e9) + out_bytes / (d2h_gbps * 1e9) + kernel_ms / 1e3
+    phases = {k: statistics.median(timing(r[1]).get(k, 0.0) for r in runs) for k in ("queue", "h2d", "d2h", "total")}
+    return {"case": "gemm4096_npy", "bytes": in_bytes + out_bytes, "e2e_ms": total_s * 1e3,
+            "floor_ms": floor_s * 1e3, "ratio": total_s / floor_s, "kernel_ms": kernel_ms,
+            **{f"{k}_ms": v for k, v in phases.items()}}
+
+
+def bench_hist(d, tmp, sink_port):
+    size = 512 << 20
+    path = tmp / "hist.bin"
+    path.write_bytes(np.random.default_rng(2).integers(0, 256, size, dtype=np.uint8).tobytes())
+    raw = ["--data-binary", f"@{path}", "-H", "Content-Type: application/octet-stream", "-H", "Expect:"]
+    sink = [curl(raw + [f"http://127.0.0.1:{sink_port}/"])[0] for _ in range(REPS)]
+    loop_gbps = size / statistics.median(sink) / 1e9
+    url = f"{d.base}/v1/histogram?kernel=smem-vec"
+    curl(raw + [url])
+    runs = [curl(raw + [url]) for _ in range(REPS)]
+    total_s = statistics.median(r[0] for r in runs)
+    kernel_ms = statistics.median(timing(r[1]).get("kernel", 0.0) for r in runs)
+    floor_s = size / (loop_gbps * 1e9) + kernel_ms / 1e3
+    return {"case": "hist512MiB_raw", "bytes": size, "e2e_ms": total_s * 1e3, "floor_ms": floor_s * 1e3,
+            "ratio": total_s / floor_s, "kernel_ms": kernel_ms, "loopback_gbps": loop_gbps}
+
+
+def main():
+    build = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "build").resolve()
+    out_csv = pathlib.Path(sys.argv[2] if len(sys.argv) > 2 else ROOT / "bench" / "results" / "e2e.csv")
+    os.environ.setdefault("CRUNCHD_BIN", str(build / "crunchd"))
+    import conftest
+    conftest.BIN = os.environ["CRUNCHD_BIN"]
+    conftest.BACKEND = os.environ.get("CRUNCHD_BACKEND", "cuda")
+    h2d, d2h = copy_rates(build)
+    print(f"pinned copy rates: H2D {h2d:.1f} GB/s, D2H {d2h:.1f} GB/s")
+    d = Daemon(["--workers", "2", "--max-body-mb", "2048"], name="bench-e2e")
+    d.start()
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as t:
+            tmp = pathlib.Path(t)
+            rows.append(bench_gemm(d, tmp, h2d, d2h))
+            rows.append(bench_hist(d, tmp, sink_server()))
+    finally:
+        d.stop()
+    keys = sorted({k for r in rows for k in r} - {"case"})
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_csv, "w") as f:
+        f.write("case," + ",".join(keys) + "\n")
+        for r in rows:
+            f.write(r["case"] + "," + ",".join(f"{r.get(k, '')}" for k in keys) + "\n")
+    for r in rows:
+        extra = ", ".join(f"{k}={r[k]:.2f}" for k in keys if k.endswith("_ms") or k.endswith("gbps") if k in r)
+        print(f"{r['case']}: e2e {r['e2e_ms']:.1f} ms vs floor {r['floor_ms']:.1f} ms -> "
+              f"ratio {r['ratio']:.2f} (target <= 1.5)  [{extra}]")
+
+
+if __name__ == "__main__":
+    main()
