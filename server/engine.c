@@ -54,9 +54,17 @@ const cr_auto_row *cr_engine_auto_table(const cr_engine *e, size_t *count)
     return e->auto_rows;
 }
 
+/* Inputs are dead once a job ends; a result kept for its TTL should not pin them too. */
+static void free_inputs(cr_job *j)
+{
+    for (int slot = 0; slot < CR_BUF_OUTPUT; slot++)
+        cr_request_free_buf(&j->req, slot);
+}
+
 static void finish(cr_engine *e, cr_job *j, cr_job_state state)
 {
     (void)e;
+    free_inputs(j);
     j->finished_at = cr_now();
     j->ms.total = (j->finished_at - j->enqueued_at) * 1e3;
     if (state == CR_JOB_DONE)

@@ -19,6 +19,8 @@ typedef struct {
 
 #define CR_KERNEL_NAME_MAX 32
 #define CR_REQUEST_BUFS 4
+/* Slots 0..2 hold inputs (a, b, c or data); the last holds the output. */
+#define CR_BUF_OUTPUT (CR_REQUEST_BUFS - 1)
 
 typedef struct {
     cr_task task;                       /* pointers in task.u.* point into bufs */
