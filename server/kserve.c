@@ -4,6 +4,7 @@
 #include "kserve.h"
 
 #include <cjson/cJSON.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +15,17 @@
 
 #define HEADER_LEN "Inference-Header-Content-Length"
 
-static enum MHD_Result fail(cr_conn *c, int status, const char *code, const char *fmt, const char *arg)
+/* Sends the protocol's error body; the message formatted like cr_fail's. */
+__attribute__((format(printf, 5, 6))) static enum MHD_Result
+refuse(cr_conn *c, int status, const char *code, const char *field, const char *fmt, ...)
 {
+    char msg[sizeof ((cr_error *)0)->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     cr_error e;
-    cr_fail(&e, status, code, "", fmt, arg);
+    cr_fail(&e, status, code, field, "%s", msg);
     return cr_send_error(c, &e);
 }
 
@@ -38,7 +46,8 @@ static const cr_ks_model *path_model(cr_conn *c)
     if (!m) {
         char name[72];
         snprintf(name, sizeof name, "%.*s", (int)(n < 64 ? n : 64), c->id);
-        fail(c, 404, "not_found", "unknown model \"%s\" (models: gemm, ata, histogram)", name);
+        refuse(c, 404, "not_found", "model", "unknown model \"%s\" (models: gemm, ata, histogram)",
+               name);
         return NULL;
     }
     const char *rest = c->id + n;
@@ -46,11 +55,13 @@ static const cr_ks_model *path_model(cr_conn *c)
         const char *v = rest + 10;
         size_t vn = strcspn(v, "/");
         if (vn != 1 || v[0] != '1') {
-            fail(c, 404, "not_found", "model %s has one version, \"1\"", m->name);
+            refuse(c, 404, "not_found", "version", "model %s has one version, \"1\"", m->name);
             return NULL;
         }
     }
-    c->label = m->op == CR_OP_GEMM ? CR_ROUTE_GEMM : m->op == CR_OP_ATA ? CR_ROUTE_ATA : CR_ROUTE_HISTOGRAM;
+    c->label = m->op == CR_OP_GEMM  ? CR_ROUTE_GEMM
+               : m->op == CR_OP_ATA ? CR_ROUTE_ATA
+                                    : CR_ROUTE_HISTOGRAM;
     return m;
 }
 
@@ -87,7 +98,10 @@ static enum MHD_Result send_ready(cr_conn *c, const char *model)
     return send_cjson(c, ready ? 200 : 503, doc);
 }
 
-enum MHD_Result cr_kserve_ready(cr_conn *c) { return send_ready(c, NULL); }
+enum MHD_Result cr_kserve_ready(cr_conn *c)
+{
+    return send_ready(c, NULL);
+}
 
 enum MHD_Result cr_kserve_model_ready(cr_conn *c)
 {
@@ -162,21 +176,20 @@ static bool accepted_type(const char *ct)
 enum MHD_Result cr_kserve_begin(cr_conn *c)
 {
     const cr_config *cfg = c->h->deps.cfg;
-    cr_error e;
     if (!accepted_type(cr_header(c, MHD_HTTP_HEADER_CONTENT_TYPE)))
-        return cr_fail(&e, 415, "unsupported_media_type", "Content-Type",
-                       "send application/json, or application/octet-stream with %s", HEADER_LEN),
-               cr_send_error(c, &e);
+        return refuse(c, 415, "unsupported_media_type", "Content-Type",
+                      "send application/json, or application/octet-stream with %s", HEADER_LEN);
     int64_t hl = header_length(c);
     if (hl == -2)
-        return cr_fail(&e, 400, "invalid_parameter", HEADER_LEN, "%s must be a byte count (digits only)", HEADER_LEN),
-               cr_send_error(c, &e);
+        return refuse(c, 400, "invalid_parameter", HEADER_LEN,
+                      "%s must be a byte count (digits only)", HEADER_LEN);
     bool binary = hl >= 0;
     c->limit = (size_t)(binary ? cfg->max_body_mb : cfg->max_json_mb) << 20;
-    c->limit_msg = binary ? "the body is larger than --max-body-mb" : "the JSON body is larger than --max-json-mb";
+    c->limit_msg = binary ? "the body is larger than --max-body-mb"
+                          : "the JSON body is larger than --max-json-mb";
     const char *cl = cr_header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > c->limit)
-        return cr_fail(&e, 413, "too_large", "body", "%s", c->limit_msg), cr_send_error(c, &e);
+        return refuse(c, 413, "too_large", "body", "%s", c->limit_msg);
     return MHD_YES;
 }
 
@@ -186,7 +199,7 @@ static enum MHD_Result encode_done(cr_conn *c, cr_job *j)
     if (atomic_load(&j->state) != CR_JOB_DONE)
         return cr_send_error(c, &j->error);
     if (cr_ks_encode(j, c->ctx, cr_engine_backend(c->h->deps.engine)->name, &r) != 0)
-        return cr_send(c, 503, "application/json", NULL, 0); /* cr_send's out-of-memory answer */
+        return refuse(c, 503, "host_memory", "", "out of memory encoding the response");
     if (r.header_len == r.len)
         return cr_send(c, 200, "application/json", r.body, r.len);
     c->extra_header = HEADER_LEN;
@@ -207,14 +220,13 @@ enum MHD_Result cr_kserve_infer(cr_conn *c)
         return MHD_YES;
     cr_error err;
     int64_t hl = header_length(c); /* well-formed: cr_kserve_begin checked */
-    if (hl > (int64_t)c->len) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "%lld is larger than the body (%zu bytes)", (long long)hl, c->len);
-        return fail(c, 400, "invalid_parameter", HEADER_LEN " %s", msg);
-    }
+    if (hl > (int64_t)c->len)
+        return refuse(c, 400, "invalid_parameter", HEADER_LEN,
+                      "%s %lld is larger than the body (%zu bytes)", HEADER_LEN, (long long)hl,
+                      c->len);
     cr_ks_spec *spec = calloc(1, sizeof *spec);
     if (!spec)
-        return fail(c, 503, "host_memory", "%s", "out of memory");
+        return refuse(c, 503, "host_memory", "", "out of memory");
     c->ctx = spec;
     c->ctx_free = spec_free;
     cr_request req;
@@ -224,7 +236,7 @@ enum MHD_Result cr_kserve_infer(cr_conn *c)
     cr_job *j = cr_job_new(&req, false);
     if (!j) {
         cr_request_free(&req);
-        return fail(c, 503, "host_memory", "%s", "out of memory");
+        return refuse(c, 503, "host_memory", "", "out of memory");
     }
     if (cr_apply_job_headers(c, j, &err) != 0) {
         cr_job_release(j);

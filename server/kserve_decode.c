@@ -24,12 +24,12 @@
 /* One input as measured: where its numbers are and what they will become. */
 typedef struct {
     bool present;
-    int index;                /* position in "inputs", for messages */
+    int index; /* position in "inputs", for messages */
     cr_dtype dt;
     int64_t shape[2];
     uint64_t count;
-    const cJSON *data;        /* JSON numbers, or NULL for binary */
-    const char *bytes;        /* binary: its bytes inside the body */
+    const cJSON *data; /* JSON numbers, or NULL for binary */
+    const char *bytes; /* binary: its bytes inside the body */
 } ks_input;
 
 /* The request's "parameters", every op's together; *_set says which were given. */
@@ -45,7 +45,7 @@ typedef struct {
     const cr_ks_model *m;
     const cr_limits *lim;
     ks_input in[CR_KS_MAX_IO];
-    const char *bin;          /* the binary section: after the header; NULL when none */
+    const char *bin; /* the binary section: after the header; NULL when none */
     size_t bin_len, bin_used;
     ks_params p;
 } ks_ctx;
@@ -56,30 +56,35 @@ static cJSON *parse_header(const char *body, size_t len, cr_error *err)
 {
     const char *end = NULL;
     if (len == 0) {
-        cr_fail(err, 400, "invalid_json", "", "the inference request is empty; expected a JSON object");
+        cr_fail(err, 400, "invalid_json", "",
+                "the inference request is empty; expected a JSON object");
         return NULL;
     }
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     if (!root) {
         size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-        cr_fail(err, 400, "invalid_json", "", "the inference request is not valid JSON (error at byte %zu)", at);
+        cr_fail(err, 400, "invalid_json", "",
+                "the inference request is not valid JSON (error at byte %zu)", at);
         return NULL;
     }
     size_t at = (size_t)(end - body);
-    while (at < len && (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n'))
+    while (at < len &&
+           (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n'))
         at++;
     if (at < len) {
         cJSON_Delete(root);
         cr_fail(err, 400, "invalid_json", "",
                 "extra bytes after the JSON object at byte %zu (binary tensors need the "
-                "Inference-Header-Content-Length header)", at);
+                "Inference-Header-Content-Length header)",
+                at);
         return NULL;
     }
     return root;
 }
 
 /* Every member must be one of allowed, once. */
-static int check_members(const cJSON *obj, const char *what, const char *const *allowed, cr_error *err)
+static int check_members(const cJSON *obj, const char *what, const char *const *allowed,
+                         cr_error *err)
 {
     unsigned seen = 0;
     for (const cJSON *f = obj->child; f; f = f->next) {
@@ -87,9 +92,11 @@ static int check_members(const cJSON *obj, const char *what, const char *const *
         while (allowed[i] && strcmp(allowed[i], f->string) != 0)
             i++;
         if (!allowed[i])
-            return cr_fail(err, 400, "invalid_field", f->string, "unknown field \"%s\" in %s", f->string, what);
+            return cr_fail(err, 400, "invalid_field", f->string, "unknown field \"%s\" in %s",
+                           f->string, what);
         if (seen & (1u << i))
-            return cr_fail(err, 400, "invalid_field", f->string, "field \"%s\" appears twice in %s", f->string, what);
+            return cr_fail(err, 400, "invalid_field", f->string, "field \"%s\" appears twice in %s",
+                           f->string, what);
         seen |= 1u << i;
     }
     return 0;
@@ -99,10 +106,12 @@ static int check_members(const cJSON *obj, const char *what, const char *const *
 static int get_count(const cJSON *n, const char *field, int64_t *out, cr_error *err)
 {
     if (!cJSON_IsNumber(n))
-        return cr_fail(err, 400, "invalid_field", field, "%s must be an integer, got %s", field, cr_json_type_name(n));
+        return cr_fail(err, 400, "invalid_field", field, "%s must be an integer, got %s", field,
+                       cr_json_type_name(n));
     double v = n->valuedouble;
     if (!isfinite(v) || v != floor(v) || v < 0)
-        return cr_fail(err, 400, "invalid_field", field, "%s must be an integer >= 0, got %g", field, v);
+        return cr_fail(err, 400, "invalid_field", field, "%s must be an integer >= 0, got %g",
+                       field, v);
     if (v > MAX_EXACT_INT)
         return cr_fail(err, 413, "too_large", field, "%s = %g is over any size limit", field, v);
     *out = (int64_t)v;
@@ -114,8 +123,8 @@ static int get_count(const cJSON *n, const char *field, int64_t *out, cr_error *
 static int param_number(const cJSON *n, double *out, cr_error *err)
 {
     if (!cJSON_IsNumber(n))
-        return cr_fail(err, 400, "invalid_field", n->string, "parameter %s must be a number, got %s",
-                       n->string, cr_json_type_name(n));
+        return cr_fail(err, 400, "invalid_field", n->string,
+                       "parameter %s must be a number, got %s", n->string, cr_json_type_name(n));
     if (!isfinite(n->valuedouble))
         return cr_fail(err, 400, "non_finite", n->string, "parameter %s is not finite", n->string);
     *out = n->valuedouble;
@@ -125,8 +134,9 @@ static int param_number(const cJSON *n, double *out, cr_error *err)
 static int param_bool(const cJSON *n, bool *out, cr_error *err)
 {
     if (!cJSON_IsBool(n))
-        return cr_fail(err, 400, "invalid_field", n->string, "parameter %s must be true or false, got %s",
-                       n->string, cr_json_type_name(n));
+        return cr_fail(err, 400, "invalid_field", n->string,
+                       "parameter %s must be true or false, got %s", n->string,
+                       cr_json_type_name(n));
     *out = cJSON_IsTrue(n);
     return 0;
 }
@@ -135,12 +145,14 @@ static int param_kernel(const cJSON *n, ks_params *p, cr_error *err)
 {
     const char *s = cJSON_IsString(n) ? n->valuestring : "";
     size_t len = strlen(s);
-    bool ok = len > 0 && len < CR_KERNEL_NAME_MAX && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == len;
+    bool ok = len > 0 && len < CR_KERNEL_NAME_MAX &&
+              strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == len;
     if (!ok)
         return cr_fail(err, 400, "invalid_field", "kernel",
                        "parameter kernel must be a kernel name (GET /v1/kernels) or \"auto\"");
     if (strcmp(s, "all") == 0) /* the comparison table has no place in an inference response */
-        return cr_fail(err, 400, "unsupported", "kernel", "kernel \"all\" is a /v1 feature; name one kernel or \"auto\"");
+        return cr_fail(err, 400, "unsupported", "kernel",
+                       "kernel \"all\" is a /v1 feature; name one kernel or \"auto\"");
     memcpy(p->kernel, s, len + 1);
     return 0;
 }
@@ -152,7 +164,8 @@ static int param_timeout(const cJSON *n, ks_params *p, cr_error *err)
     if (get_count(n, "timeout", &us, err))
         return -1;
     if (us == 0)
-        return cr_fail(err, 400, "invalid_field", "timeout", "parameter timeout (microseconds) must be > 0");
+        return cr_fail(err, 400, "invalid_field", "timeout",
+                       "parameter timeout (microseconds) must be > 0");
     p->timeout_ms = (us + 999) / 1000;
     return 0;
 }
@@ -160,7 +173,8 @@ static int param_timeout(const cJSON *n, ks_params *p, cr_error *err)
 static int param_precision(const cJSON *n, ks_params *p, cr_error *err)
 {
     if (!cJSON_IsString(n) || (strcmp(n->valuestring, "fp32") && strcmp(n->valuestring, "tf32")))
-        return cr_fail(err, 400, "invalid_field", "precision", "parameter precision must be \"fp32\" or \"tf32\"");
+        return cr_fail(err, 400, "invalid_field", "precision",
+                       "parameter precision must be \"fp32\" or \"tf32\"");
     p->tf32 = strcmp(n->valuestring, "tf32") == 0;
     return 0;
 }
@@ -204,18 +218,23 @@ static int param_one(const cJSON *n, const cr_limits *lim, ks_params *p, cr_erro
         return (p->has_range_lo = true), param_number(n, &p->range_lo, err);
     if (!strcmp(k, "range_hi"))
         return (p->has_range_hi = true), param_number(n, &p->range_hi, err);
-    if (!strcmp(k, "priority")) /* Triton's scheduling hint: one queue here, so accepted and unused */
-        return cJSON_IsNumber(n) ? 0 : cr_fail(err, 400, "invalid_field", k, "parameter priority must be a number");
+    if (!strcmp(k,
+                "priority")) /* Triton's scheduling hint: one queue here, so accepted and unused */
+        return cJSON_IsNumber(n)
+                   ? 0
+                   : cr_fail(err, 400, "invalid_field", k, "parameter priority must be a number");
     return cr_fail(err, 500, "internal", k, "parameter %s has no reader", k);
 }
 
 static int parse_params(const cJSON *root, ks_ctx *x, cr_error *err)
 {
-    static const char *const gemm[] = {"alpha", "beta", "trans_a", "trans_b", "kernel", "precision",
-                                       "timeout", "priority", "binary_data_output", NULL};
+    static const char *const gemm[] = {"alpha",   "beta",     "trans_a",
+                                       "trans_b", "kernel",   "precision",
+                                       "timeout", "priority", "binary_data_output",
+                                       NULL};
     static const char *const ata[] = {"kernel", "timeout", "priority", "binary_data_output", NULL};
-    static const char *const hist[] = {"bins", "range_lo", "range_hi", "kernel", "timeout", "priority",
-                                       "binary_data_output", NULL};
+    static const char *const hist[] = {"bins",    "range_lo", "range_hi",           "kernel",
+                                       "timeout", "priority", "binary_data_output", NULL};
     const char *const *allowed = x->m->op == CR_OP_GEMM ? gemm : x->m->op == CR_OP_ATA ? ata : hist;
     ks_params *p = &x->p;
     memset(p, 0, sizeof *p);
@@ -225,8 +244,8 @@ static int parse_params(const cJSON *root, ks_ctx *x, cr_error *err)
     if (!params)
         return 0;
     if (!cJSON_IsObject(params))
-        return cr_fail(err, 400, "invalid_field", "parameters", "parameters must be an object, got %s",
-                       cr_json_type_name(params));
+        return cr_fail(err, 400, "invalid_field", "parameters",
+                       "parameters must be an object, got %s", cr_json_type_name(params));
     if (check_members(params, "parameters", allowed, err))
         return -1;
     for (const cJSON *n = params->child; n; n = n->next)
@@ -252,21 +271,24 @@ static int input_shape(const cJSON *t, const cr_ks_tensor *spec, ks_input *in, c
     if (!shape)
         return cr_fail(err, 400, "missing_field", field, "input %s has no shape", spec->name);
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != spec->rank)
-        return cr_fail(err, 400, "invalid_field", field, "input %s must have a shape of %d dimension%s",
-                       spec->name, spec->rank, spec->rank == 1 ? "" : "s");
+        return cr_fail(err, 400, "invalid_field", field,
+                       "input %s must have a shape of %d dimension%s", spec->name, spec->rank,
+                       spec->rank == 1 ? "" : "s");
     in->count = 1;
     int d = 0;
     for (const cJSON *n = shape->child; n; n = n->next, d++) {
         if (get_count(n, field, &in->shape[d], err))
             return -1;
         if (spec->rank == 2 && in->shape[d] < 1)
-            return cr_fail(err, 400, "invalid_field", field, "input %s: matrix dimensions must be >= 1", spec->name);
+            return cr_fail(err, 400, "invalid_field", field,
+                           "input %s: matrix dimensions must be >= 1", spec->name);
         if (__builtin_mul_overflow(in->count, (uint64_t)in->shape[d], &in->count))
             in->count = UINT64_MAX;
     }
     if (in->count > lim->max_elements)
-        return cr_fail(err, 413, "too_large", spec->name, "input %s has %llu elements, over the limit of %llu",
-                       spec->name, (unsigned long long)in->count, (unsigned long long)lim->max_elements);
+        return cr_fail(err, 413, "too_large", spec->name,
+                       "input %s has %llu elements, over the limit of %llu", spec->name,
+                       (unsigned long long)in->count, (unsigned long long)lim->max_elements);
     return 0;
 }
 
@@ -280,39 +302,46 @@ static int input_datatype(const cJSON *t, const cr_ks_tensor *spec, ks_input *in
     const char *name = cJSON_IsString(n) ? n->valuestring : "";
     for (int i = 0; spec->datatypes[i]; i++)
         if (strcmp(spec->datatypes[i], name) == 0)
-            return cr_ks_datatype_parse(name, &in->dt) ? cr_fail(err, 500, "internal", field, "no dtype for %s", name) : 0;
+            return cr_ks_datatype_parse(name, &in->dt)
+                       ? cr_fail(err, 500, "internal", field, "no dtype for %s", name)
+                       : 0;
     char list[64] = "";
     for (int i = 0; spec->datatypes[i]; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", spec->datatypes[i]);
-    return cr_fail(err, 400, "unsupported", field, "input %s: datatype %s is not accepted (%s)", spec->name,
-                   cJSON_IsString(n) ? name : cr_json_type_name(n), list);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 spec->datatypes[i]);
+    return cr_fail(err, 400, "unsupported", field, "input %s: datatype %s is not accepted (%s)",
+                   spec->name, cJSON_IsString(n) ? name : cr_json_type_name(n), list);
 }
 
 /* JSON data: a flat row-major list, or (matrices) a list of rows, with exactly count numbers. */
-static int measure_json_data(const cJSON *data, const cr_ks_tensor *spec, const ks_input *in, cr_error *err)
+static int measure_json_data(const cJSON *data, const cr_ks_tensor *spec, const ks_input *in,
+                             cr_error *err)
 {
     char field[64];
     snprintf(field, sizeof field, "%s.data", spec->name);
     if (!cJSON_IsArray(data))
-        return cr_fail(err, 400, "invalid_field", field, "%s must be a list of numbers, got %s", field,
-                       cr_json_type_name(data));
+        return cr_fail(err, 400, "invalid_field", field, "%s must be a list of numbers, got %s",
+                       field, cr_json_type_name(data));
     if (spec->rank == 2 && data->child && cJSON_IsArray(data->child)) {
         if (cJSON_GetArraySize(data) != in->shape[0])
-            return cr_fail(err, 400, "invalid_field", field, "%s has %d rows but the shape says %lld", field,
+            return cr_fail(err, 400, "invalid_field", field,
+                           "%s has %d rows but the shape says %lld", field,
                            cJSON_GetArraySize(data), (long long)in->shape[0]);
         int i = 0;
         for (const cJSON *row = data->child; row; row = row->next, i++)
             if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != in->shape[1])
-                return cr_fail(err, 400, "invalid_field", field, "%s[%d] is not a list of %lld numbers",
-                               field, i, (long long)in->shape[1]);
+                return cr_fail(err, 400, "invalid_field", field,
+                               "%s[%d] is not a list of %lld numbers", field, i,
+                               (long long)in->shape[1]);
         return 0;
     }
     int64_t n = cr_jlist_count(data, field, err);
     if (n < 0)
         return -1;
     if ((uint64_t)n != in->count)
-        return cr_fail(err, 400, "invalid_field", field, "%s has %lld numbers but the shape makes %llu", field,
-                       (long long)n, (unsigned long long)in->count);
+        return cr_fail(err, 400, "invalid_field", field,
+                       "%s has %lld numbers but the shape makes %llu", field, (long long)n,
+                       (unsigned long long)in->count);
     return 0;
 }
 
@@ -324,9 +353,10 @@ static int measure_binary(const cJSON *size_node, const cr_ks_tensor *spec, ks_i
     if (get_count(size_node, "binary_data_size", &size, err))
         return -1;
     if (!x->bin)
-        return cr_fail(err, 400, "invalid_field", spec->name,
-                       "input %s has binary_data_size but the request has no Inference-Header-Content-Length",
-                       spec->name);
+        return cr_fail(
+            err, 400, "invalid_field", spec->name,
+            "input %s has binary_data_size but the request has no Inference-Header-Content-Length",
+            spec->name);
     uint64_t want = in->count * cr_dtype_size(in->dt); /* count <= max_elements: no overflow */
     if ((uint64_t)size != want)
         return cr_fail(err, 400, "invalid_field", spec->name,
@@ -350,7 +380,8 @@ static int input_params(const cJSON *t, const cJSON **size, const char *name, cr
     if (!p)
         return 0;
     if (!cJSON_IsObject(p))
-        return cr_fail(err, 400, "invalid_field", name, "input %s: parameters must be an object", name);
+        return cr_fail(err, 400, "invalid_field", name, "input %s: parameters must be an object",
+                       name);
     if (check_members(p, "an input's parameters", allowed, err))
         return -1;
     *size = cJSON_GetObjectItemCaseSensitive(p, "binary_data_size");
@@ -367,8 +398,8 @@ static int measure_input(const cJSON *t, int index, ks_ctx *x, cr_error *err)
         return cr_fail(err, 400, "missing_field", "inputs", "inputs[%d] has no name", index);
     int slot = cr_ks_input_index(x->m, name->valuestring);
     if (slot < 0)
-        return cr_fail(err, 400, "invalid_field", "inputs", "model %s has no input \"%.64s\"", x->m->name,
-                       name->valuestring);
+        return cr_fail(err, 400, "invalid_field", "inputs", "model %s has no input \"%.64s\"",
+                       x->m->name, name->valuestring);
     const cr_ks_tensor *spec = &x->m->inputs[slot];
     ks_input *in = &x->in[slot];
     if (in->present)
@@ -381,7 +412,8 @@ static int measure_input(const cJSON *t, int index, ks_ctx *x, cr_error *err)
         return -1;
     if (!data == !size)
         return cr_fail(err, 400, "invalid_field", spec->name,
-                       "input %s needs exactly one of data or parameters.binary_data_size", spec->name);
+                       "input %s needs exactly one of data or parameters.binary_data_size",
+                       spec->name);
     in->data = data;
     return data ? measure_json_data(data, spec, in, err) : measure_binary(size, spec, in, x, err);
 }
@@ -392,46 +424,51 @@ static int measure_inputs(const cJSON *root, ks_ctx *x, cr_error *err)
     if (!inputs)
         return cr_fail(err, 400, "missing_field", "inputs", "inputs is required");
     if (!cJSON_IsArray(inputs))
-        return cr_fail(err, 400, "invalid_field", "inputs", "inputs must be a list, got %s", cr_json_type_name(inputs));
+        return cr_fail(err, 400, "invalid_field", "inputs", "inputs must be a list, got %s",
+                       cr_json_type_name(inputs));
     int i = 0;
     for (const cJSON *t = inputs->child; t; t = t->next, i++)
         if (measure_input(t, i, x, err))
             return -1;
     for (int k = 0; k < x->m->n_inputs; k++)
         if (!x->in[k].present && !x->m->inputs[k].optional)
-            return cr_fail(err, 400, "missing_field", x->m->inputs[k].name, "model %s needs input %s",
-                           x->m->name, x->m->inputs[k].name);
+            return cr_fail(err, 400, "missing_field", x->m->inputs[k].name,
+                           "model %s needs input %s", x->m->name, x->m->inputs[k].name);
     if (x->bin && x->bin_used != x->bin_len)
         return cr_fail(err, 400, "invalid_field", "binary_data_size",
-                       "%zu bytes of binary data follow the header but the inputs announce %zu", x->bin_len,
-                       x->bin_used);
+                       "%zu bytes of binary data follow the header but the inputs announce %zu",
+                       x->bin_len, x->bin_used);
     for (int k = 1; k < x->m->n_inputs; k++) /* matrices of one GEMM share their element type */
         if (x->in[k].present && x->in[k].dt != x->in[0].dt)
-            return cr_fail(err, 400, "unsupported", x->m->inputs[k].name, "input %s is %s but a is %s",
-                           x->m->inputs[k].name, cr_ks_datatype_name(x->in[k].dt), cr_ks_datatype_name(x->in[0].dt));
+            return cr_fail(err, 400, "unsupported", x->m->inputs[k].name,
+                           "input %s is %s but a is %s", x->m->inputs[k].name,
+                           cr_ks_datatype_name(x->in[k].dt), cr_ks_datatype_name(x->in[0].dt));
     return 0;
 }
 
 /* ---- the task ------------------------------------------------------------------------------- */
 
-static int add_bytes(uint64_t *total, uint64_t elements, size_t es, const cr_limits *lim, const char *field,
-                     cr_error *err)
+static int add_bytes(uint64_t *total, uint64_t elements, size_t es, const cr_limits *lim,
+                     const char *field, cr_error *err)
 {
     uint64_t bytes, sum;
-    if (__builtin_mul_overflow(elements, (uint64_t)es, &bytes) || __builtin_add_overflow(*total, bytes, &sum) ||
-        sum > lim->max_total_bytes)
-        return cr_fail(err, 413, "too_large", field, "inputs and output together exceed the limit of %llu bytes",
+    if (__builtin_mul_overflow(elements, (uint64_t)es, &bytes) ||
+        __builtin_add_overflow(*total, bytes, &sum) || sum > lim->max_total_bytes)
+        return cr_fail(err, 413, "too_large", field,
+                       "inputs and output together exceed the limit of %llu bytes",
                        (unsigned long long)lim->max_total_bytes);
     *total = sum;
     return 0;
 }
 
-static int output_elements(uint64_t rows, uint64_t cols, const ks_ctx *x, const char *field, uint64_t *out,
-                           cr_error *err)
+static int output_elements(uint64_t rows, uint64_t cols, const ks_ctx *x, const char *field,
+                           uint64_t *out, cr_error *err)
 {
     if (__builtin_mul_overflow(rows, cols, out) || *out > x->lim->max_elements)
-        return cr_fail(err, 413, "too_large", field, "the output would be %llu x %llu, over the limit of %llu elements",
-                       (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)x->lim->max_elements);
+        return cr_fail(err, 413, "too_large", field,
+                       "the output would be %llu x %llu, over the limit of %llu elements",
+                       (unsigned long long)rows, (unsigned long long)cols,
+                       (unsigned long long)x->lim->max_elements);
     return 0;
 }
 
@@ -448,17 +485,21 @@ static int gemm_task(ks_ctx *x, cr_request *r, cr_error *err)
     int64_t kb = b->shape[g->trans_b ? 1 : 0];
     g->n = b->shape[g->trans_b ? 0 : 1];
     if (kb != g->k)
-        return cr_fail(err, 422, "shape_mismatch", "b", "op(a) is %lld x %lld but op(b) is %lld x %lld: inner dimensions differ",
+        return cr_fail(err, 422, "shape_mismatch", "b",
+                       "op(a) is %lld x %lld but op(b) is %lld x %lld: inner dimensions differ",
                        (long long)g->m, (long long)g->k, (long long)kb, (long long)g->n);
     if (c->present && (c->shape[0] != g->m || c->shape[1] != g->n))
-        return cr_fail(err, 422, "shape_mismatch", "c", "c is %lld x %lld but the result is %lld x %lld",
-                       (long long)c->shape[0], (long long)c->shape[1], (long long)g->m, (long long)g->n);
+        return cr_fail(err, 422, "shape_mismatch", "c",
+                       "c is %lld x %lld but the result is %lld x %lld", (long long)c->shape[0],
+                       (long long)c->shape[1], (long long)g->m, (long long)g->n);
     if (x->p.tf32 && r->task.dtype != CR_DT_F32)
-        return cr_fail(err, 400, "unsupported", "precision", "precision \"tf32\" needs FP32 inputs");
+        return cr_fail(err, 400, "unsupported", "precision",
+                       "precision \"tf32\" needs FP32 inputs");
     r->task.precision = x->p.tf32 ? CR_PREC_TF32 : CR_PREC_DEFAULT;
     size_t es = cr_dtype_size(r->task.dtype);
     uint64_t total = 0, out;
-    return add_bytes(&total, a->count, es, x->lim, "a", err) || add_bytes(&total, b->count, es, x->lim, "b", err) ||
+    return add_bytes(&total, a->count, es, x->lim, "a", err) ||
+                   add_bytes(&total, b->count, es, x->lim, "b", err) ||
                    add_bytes(&total, c->present ? c->count : 0, es, x->lim, "c", err) ||
                    output_elements((uint64_t)g->m, (uint64_t)g->n, x, "c", &out, err) ||
                    add_bytes(&total, out, es, x->lim, "c", err)
@@ -521,12 +562,14 @@ static void default_float_range(cr_hist_task *h, cr_dtype dt)
 
 /* ---- inputs: filling ------------------------------------------------------------------------ */
 
-static void *fill_input(cr_request *r, int slot, const ks_input *in, const char *name, cr_error *err)
+static void *fill_input(cr_request *r, int slot, const ks_input *in, const char *name,
+                        cr_error *err)
 {
     size_t es = cr_dtype_size(in->dt), bytes = (size_t)in->count * es;
     void *p = malloc(bytes ? bytes : 1); /* an empty histogram is valid; malloc(0) may be NULL */
     if (!p) {
-        cr_fail(err, 503, "host_memory", "", "could not allocate %zu bytes for input %s", bytes, name);
+        cr_fail(err, 503, "host_memory", "", "could not allocate %zu bytes for input %s", bytes,
+                name);
         return NULL;
     }
     r->bufs[slot] = p;
@@ -542,7 +585,8 @@ static void *fill_input(cr_request *r, int slot, const ks_input *in, const char 
     int64_t i = 0;
     for (const cJSON *row = in->data->child; row; row = row->next, i++) {
         snprintf(field, sizeof field, "%s.data[%lld]", name, (long long)i);
-        if (cr_jlist_fill(row, field, in->shape[1], in->dt, (char *)p + (size_t)(i * in->shape[1]) * es, err))
+        if (cr_jlist_fill(row, field, in->shape[1], in->dt,
+                          (char *)p + (size_t)(i * in->shape[1]) * es, err))
             return NULL;
     }
     return p;
@@ -579,18 +623,21 @@ static int requested_output(const cJSON *o, int index, ks_ctx *x, cr_ks_spec *s,
     static const char *const params[] = {"binary_data", NULL};
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
     if (!cJSON_IsObject(o) || !cJSON_IsString(name))
-        return cr_fail(err, 400, "invalid_field", "outputs", "outputs[%d] must be an object with a name", index);
+        return cr_fail(err, 400, "invalid_field", "outputs",
+                       "outputs[%d] must be an object with a name", index);
     int k = cr_ks_output_index(x->m, name->valuestring);
     if (k < 0)
-        return cr_fail(err, 400, "invalid_field", "outputs", "model %s has no output \"%.64s\"", x->m->name,
-                       name->valuestring);
+        return cr_fail(err, 400, "invalid_field", "outputs", "model %s has no output \"%.64s\"",
+                       x->m->name, name->valuestring);
     if (s->want[k])
-        return cr_fail(err, 400, "invalid_field", "outputs", "output %s is requested twice", name->valuestring);
+        return cr_fail(err, 400, "invalid_field", "outputs", "output %s is requested twice",
+                       name->valuestring);
     if (check_members(o, "an output", fields, err))
         return -1;
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "parameters");
     if (p && !cJSON_IsObject(p))
-        return cr_fail(err, 400, "invalid_field", "outputs", "outputs[%d].parameters must be an object", index);
+        return cr_fail(err, 400, "invalid_field", "outputs",
+                       "outputs[%d].parameters must be an object", index);
     if (p && check_members(p, "an output's parameters", params, err))
         return -1;
     const cJSON *bin = p ? cJSON_GetObjectItemCaseSensitive(p, "binary_data") : NULL;
@@ -602,12 +649,14 @@ static int requested_output(const cJSON *o, int index, ks_ctx *x, cr_ks_spec *s,
 
 /* The outputs asked for, or when none are named all of them (edges only for float data), in
  * JSON unless the request's binary_data_output parameter says binary. */
-static int parse_outputs(const cJSON *root, ks_ctx *x, const cr_request *r, cr_ks_spec *s, cr_error *err)
+static int parse_outputs(const cJSON *root, ks_ctx *x, const cr_request *r, cr_ks_spec *s,
+                         cr_error *err)
 {
     const cJSON *outs = cJSON_GetObjectItemCaseSensitive(root, "outputs");
     bool float_hist = x->m->op == CR_OP_HISTOGRAM && r->is_float_hist;
     if (outs && !cJSON_IsArray(outs))
-        return cr_fail(err, 400, "invalid_field", "outputs", "outputs must be a list, got %s", cr_json_type_name(outs));
+        return cr_fail(err, 400, "invalid_field", "outputs", "outputs must be a list, got %s",
+                       cr_json_type_name(outs));
     int i = 0;
     for (const cJSON *o = outs ? outs->child : NULL; o; o = o->next, i++)
         if (requested_output(o, i, x, s, err))
@@ -618,7 +667,8 @@ static int parse_outputs(const cJSON *root, ks_ctx *x, const cr_request *r, cr_k
             s->binary[k] = x->p.binary_output;
         }
     if (x->m->op == CR_OP_HISTOGRAM && s->want[1] && !float_hist)
-        return cr_fail(err, 400, "unsupported", "outputs", "output edges exists for FP32/FP64 data only");
+        return cr_fail(err, 400, "unsupported", "outputs",
+                       "output edges exists for FP32/FP64 data only");
     return 0;
 }
 
@@ -629,25 +679,29 @@ static int decode_root(const cJSON *root, ks_ctx *x, cr_request *r, cr_ks_spec *
     static const char *const fields[] = {"id", "parameters", "inputs", "outputs", NULL};
     if (!cJSON_IsObject(root))
         return cr_fail(err, 400, "invalid_json", "", "the inference request must be a JSON object");
-    if (check_members(root, "the request", fields, err) || parse_params(root, x, err) || measure_inputs(root, x, err))
+    if (check_members(root, "the request", fields, err) || parse_params(root, x, err) ||
+        measure_inputs(root, x, err))
         return -1;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
     if (id && !cJSON_IsString(id))
-        return cr_fail(err, 400, "invalid_field", "id", "id must be a string, got %s", cr_json_type_name(id));
+        return cr_fail(err, 400, "invalid_field", "id", "id must be a string, got %s",
+                       cr_json_type_name(id));
     if (id && !(s->id = strdup(id->valuestring)))
         return cr_fail(err, 503, "host_memory", "", "out of memory");
     r->task.op = x->m->op;
     r->task.dtype = x->in[0].dt;
     r->timeout_ms = x->p.timeout_ms;
     memcpy(r->kernel, x->p.kernel, sizeof r->kernel);
-    int rc = x->m->op == CR_OP_GEMM ? gemm_task(x, r, err) : x->m->op == CR_OP_ATA ? ata_task(x, r, err) : hist_task(x, r, err);
+    int rc = x->m->op == CR_OP_GEMM  ? gemm_task(x, r, err)
+             : x->m->op == CR_OP_ATA ? ata_task(x, r, err)
+                                     : hist_task(x, r, err);
     if (rc || parse_outputs(root, x, r, s, err))
         return -1;
     return fill_task(x, r, err);
 }
 
-int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len, const cr_limits *lim,
-                 cr_request *req, cr_ks_spec *spec, cr_error *err)
+int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
+                 const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err)
 {
     memset(req, 0, sizeof *req);
     memset(spec, 0, sizeof *spec);

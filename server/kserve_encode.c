@@ -47,7 +47,10 @@ static void kb_put(kbuf *b, const void *s, size_t n)
     }
 }
 
-static void kb_lit(kbuf *b, const char *s) { kb_put(b, s, strlen(s)); }
+static void kb_lit(kbuf *b, const char *s)
+{
+    kb_put(b, s, strlen(s));
+}
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid. */
 static size_t utf8_len(const unsigned char *s, size_t n)
@@ -107,7 +110,8 @@ static void kb_u64(kbuf *b, uint64_t v)
 static void kb_num(kbuf *b, double v, cr_dtype dt)
 {
     if (kb_reserve(b, CR_NUMFMT_MAX))
-        b->len += dt == CR_DT_F32 ? cr_fmt_f32(b->p + b->len, (float)v) : cr_fmt_f64(b->p + b->len, v);
+        b->len +=
+            dt == CR_DT_F32 ? cr_fmt_f32(b->p + b->len, (float)v) : cr_fmt_f64(b->p + b->len, v);
 }
 
 /* ---- one output tensor ---------------------------------------------------------------------- */
@@ -117,7 +121,7 @@ typedef struct {
     cr_dtype dt;
     int rank;
     int64_t shape[2];
-    const void *data;   /* count elements of dt */
+    const void *data; /* count elements of dt */
     uint64_t count;
 } tensor;
 
@@ -185,10 +189,18 @@ static int job_tensors(const cr_job *j, const cr_ks_spec *s, tensor *out, void *
     const cr_task *t = &j->req.task;
     *edges = NULL;
     if (t->op == CR_OP_GEMM) {
-        out[0] = (tensor){"c", t->dtype, 2, {t->u.gemm.m, t->u.gemm.n}, t->u.gemm.c_out,
+        out[0] = (tensor){"c",
+                          t->dtype,
+                          2,
+                          {t->u.gemm.m, t->u.gemm.n},
+                          t->u.gemm.c_out,
                           (uint64_t)(t->u.gemm.m * t->u.gemm.n)};
     } else if (t->op == CR_OP_ATA) {
-        out[0] = (tensor){"c", t->dtype, 2, {t->u.ata.n, t->u.ata.n}, t->u.ata.c_out,
+        out[0] = (tensor){"c",
+                          t->dtype,
+                          2,
+                          {t->u.ata.n, t->u.ata.n},
+                          t->u.ata.c_out,
                           (uint64_t)(t->u.ata.n * t->u.ata.n)};
     } else {
         const cr_hist_task *h = &t->u.hist;
@@ -200,7 +212,8 @@ static int job_tensors(const cr_job *j, const cr_ks_spec *s, tensor *out, void *
     return 0;
 }
 
-static void kb_header(kbuf *b, const cr_job *j, const cr_ks_spec *s, const char *backend, const tensor *ts)
+static void kb_header(kbuf *b, const cr_job *j, const cr_ks_spec *s, const char *backend,
+                      const tensor *ts)
 {
     kb_lit(b, "{\"model_name\":");
     kb_str(b, s->model->name);
