@@ -96,6 +96,16 @@ test-gpu: build build-fault ## on a GPU machine: kernel correctness, the HTTP te
 bench: build ## on a GPU machine: kernel sweep vs cuBLAS/CUB -> bench/results/
 	@scripts/bench.sh $(BUILD)
 
+JSON_BENCH_SIDE ?= 1024
+
+.PHONY: bench-json
+bench-json: $(BUILD)/bench/json_bench ## JSON decode/encode MB/s per core and peak memory vs body (any machine)
+	$(BUILD)/bench/json_bench $(JSON_BENCH_SIDE)
+
+$(BUILD)/bench/json_bench: bench/json_bench.c $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+
 build-fault: ## a test build with the fault-injection switch (build-fault/crunchd), for tests/http/test_fault.py
 	@$(MAKE) --no-print-directory BUILD=build-fault EXTRA_DEF=-DCRUNCHD_FAULT_INJECTION build-fault/crunchd
 

@@ -39,15 +39,11 @@ const char *cr_json_type_name(const cJSON *n)
     return "an unknown value";
 }
 
-/* One element into dst[at]: type, finiteness and (for U8) range checked. */
-static int put_element(const cJSON *e, cr_dtype dt, void *dst, int64_t at, const elem_path *p,
-                       cr_error *err)
+/* One number into dst[at]: finiteness and (for U8) range checked. */
+static int put_value(double v, cr_dtype dt, void *dst, int64_t at, const elem_path *p,
+                     cr_error *err)
 {
     char where[96];
-    if (!cJSON_IsNumber(e))
-        return cr_fail(err, 400, "invalid_field", path_text(p, where, sizeof where),
-                       "%s must be a number, got %s", where, cr_json_type_name(e));
-    double v = e->valuedouble;
     if (!isfinite(v))
         return cr_fail(err, 400, "non_finite", path_text(p, where, sizeof where),
                        "%s is not a finite number", where);
@@ -75,8 +71,69 @@ static int put_element(const cJSON *e, cr_dtype dt, void *dst, int64_t at, const
     }
 }
 
+/* One element into dst[at]: a number, then as put_value. */
+static int put_element(const cJSON *e, cr_dtype dt, void *dst, int64_t at, const elem_path *p,
+                       cr_error *err)
+{
+    char where[96];
+    if (!cJSON_IsNumber(e))
+        return cr_fail(err, 400, "invalid_field", path_text(p, where, sizeof where),
+                       "%s must be a number, got %s", where, cr_json_type_name(e));
+    return put_value(e->valuedouble, dt, dst, at, p, err);
+}
+
+/* A span's numbers straight from the body text into dst[at..]; *index (p->i or p->j) names the
+ * element in an error. One loop per dtype: this is the hot path of big JSON requests. */
+static int put_span(const cr_jfast *f, const cr_jspan *s, cr_dtype dt, void *dst, int64_t at,
+                    elem_path *p, int64_t *index, cr_error *err)
+{
+    const char *q = f->body + s->open + 1;
+    int64_t n = s->count;
+    if (dt == CR_DT_F32) {
+        float *d = (float *)dst + at;
+        for (int64_t k = 0; k < n; k++) {
+            double v = cr_jfast_next(&q);
+            float x = (float)v;
+            if (!isfinite(x)) /* also catches a non-finite v */
+                return *index = k, put_value(v, dt, dst, at + k, p, err);
+            d[k] = x;
+        }
+        return 0;
+    }
+    if (dt == CR_DT_F64) {
+        double *d = (double *)dst + at;
+        for (int64_t k = 0; k < n; k++) {
+            double v = cr_jfast_next(&q);
+            if (!isfinite(v))
+                return *index = k, put_value(v, dt, dst, at + k, p, err);
+            d[k] = v;
+        }
+        return 0;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        *index = k;
+        if (put_value(cr_jfast_next(&q), dt, dst, at + k, p, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int64_t cr_jlist_count(const cJSON *node, const char *path, cr_error *err)
 {
+    return cr_jlist_count_in(NULL, node, path, err);
+}
+
+int cr_jlist_fill(const cJSON *list, const char *path, int64_t count, cr_dtype dt, void *dst,
+                  cr_error *err)
+{
+    return cr_jlist_fill_in(NULL, list, path, count, dt, dst, err);
+}
+
+int64_t cr_jlist_count_in(const cr_jfast *fast, const cJSON *node, const char *path, cr_error *err)
+{
+    const cr_jspan *s = cr_jfast_find(fast, node);
+    if (s)
+        return s->count;
     if (!cJSON_IsArray(node))
         return cr_fail(err, 400, "invalid_field", path, "%s must be a list of numbers, got %s",
                        path, cr_json_type_name(node));
@@ -86,10 +143,16 @@ int64_t cr_jlist_count(const cJSON *node, const char *path, cr_error *err)
     return n;
 }
 
-int cr_jlist_fill(const cJSON *list, const char *path, int64_t count, cr_dtype dt, void *dst,
-                  cr_error *err)
+int cr_jlist_fill_in(const cr_jfast *fast, const cJSON *list, const char *path, int64_t count,
+                     cr_dtype dt, void *dst, cr_error *err)
 {
     elem_path p = {path, 0, -1};
+    const cr_jspan *s = cr_jfast_find(fast, list);
+    if (s) {
+        if (s->count != count) /* measured from the same span: a bug */
+            return cr_fail(err, 500, "internal", path, "%s changed length while decoding", path);
+        return put_span(fast, s, dt, dst, 0, &p, &p.i, err);
+    }
     const cJSON *e = list->child;
     for (; e && p.i < count; e = e->next, p.i++)
         if (put_element(e, dt, dst, p.i, &p, err) != 0)
@@ -154,7 +217,7 @@ static int measure_dict(const cJSON *obj, const char *name, const cr_limits *lim
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(obj, "data");
     if (!data)
         return cr_fail(err, 400, "missing_field", field, "%s is required", field);
-    int64_t count = cr_jlist_count(data, field, err);
+    int64_t count = cr_jlist_count_in(m->fast, data, field, err);
     if (count < 0)
         return -1;
     if (count != m->rows * m->cols)
@@ -182,7 +245,7 @@ static int measure_nested(const cJSON *list, const char *name, const cr_limits *
     int64_t rows = 0, cols = -1;
     for (const cJSON *row = first; row; row = row->next, rows++) {
         snprintf(field, sizeof field, "%s[%lld]", name, (long long)rows);
-        int64_t n = cr_jlist_count(row, field, err);
+        int64_t n = cr_jlist_count_in(m->fast, row, field, err);
         if (n < 0)
             return -1;
         if (n == 0)
@@ -203,8 +266,15 @@ static int measure_nested(const cJSON *list, const char *name, const cr_limits *
 int cr_jmatrix_measure(const cJSON *node, const char *name, const cr_limits *lim,
                        cr_jmatrix *out, cr_error *err)
 {
+    return cr_jmatrix_measure_in(NULL, node, name, lim, out, err);
+}
+
+int cr_jmatrix_measure_in(const cr_jfast *fast, const cJSON *node, const char *name,
+                          const cr_limits *lim, cr_jmatrix *out, cr_error *err)
+{
     memset(out, 0, sizeof *out);
     out->name = name;
+    out->fast = fast;
     if (cJSON_IsObject(node))
         return measure_dict(node, name, lim, out, err);
     if (cJSON_IsArray(node))
@@ -219,12 +289,21 @@ int cr_jmatrix_fill(const cr_jmatrix *m, cr_dtype dt, void *dst, cr_error *err)
     char field[64];
     if (!m->nested) {
         snprintf(field, sizeof field, "%s.data", m->name);
-        return cr_jlist_fill(m->data, field, m->rows * m->cols, dt, dst, err);
+        return cr_jlist_fill_in(m->fast, m->data, field, m->rows * m->cols, dt, dst, err);
     }
     elem_path p = {m->name, 0, 0};
     int64_t at = 0;
     for (const cJSON *row = m->data->child; row; row = row->next, p.i++) {
         p.j = 0;
+        const cr_jspan *s = cr_jfast_find(m->fast, row);
+        if (s) {
+            if (at + s->count > m->rows * m->cols)
+                break; /* the shape check below reports it */
+            if (put_span(m->fast, s, dt, dst, at, &p, &p.j, err) != 0)
+                return -1;
+            at += s->count;
+            continue;
+        }
         for (const cJSON *e = row->child; e; e = e->next, p.j++, at++)
             if (put_element(e, dt, dst, at, &p, err) != 0)
                 return -1;

@@ -26,29 +26,77 @@ static const cr_limits default_limits = {
 
 static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+/* Where the text holds a control character JSON forbids: raw ones outside strings but for
+ * JSON's whitespace (cJSON skips every byte <= 32, NUL included, as whitespace), raw ones inside
+ * strings, and "\u0000" (cJSON lets it through, and the NUL ends the C string early, so
+ * "float32\u0000junk" would read as "float32"). No field of ours takes one. NULL when none. */
+static const char *stray_control(const char *s, size_t n)
+{
+    bool in_string = false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!in_string) {
+            if (c < 0x20 && !is_json_space((char)c))
+                return s + i;
+            in_string = c == '"';
+        } else if (c == '"') {
+            in_string = false;
+        } else if (c < 0x20) {
+            return s + i;
+        } else if (c == '\\' && i + 1 < n) {
+            if (s[i + 1] == 'u' && i + 5 < n && memcmp(s + i + 2, "0000", 4) == 0)
+                return s + i;
+            i++; /* the escaped character: \" does not end the string */
+        }
+    }
+    return NULL;
+}
+
 /* cJSON's require_null_terminated needs a NUL inside the buffer, which an HTTP body does not
  * have; so parse by length and check for trailing garbage here instead. */
-static cJSON *parse_body(const char *body, size_t len, cr_error *err)
+static cJSON *parse_body(const char *body, size_t len, cr_jfast *fast, cr_error *err)
 {
     if (!body || len == 0) {
         cr_fail(err, 400, "invalid_json", "", "request body is empty; expected a JSON object");
         return NULL;
     }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    if (!root) {
-        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-        cr_fail(err, 400, "invalid_json", "", "request body is not valid JSON (error at byte %zu)",
-                at);
+    if (cr_jfast_scan(body, len, fast) != 0) {
+        cr_fail(err, 503, "host_memory", "", "out of memory reading the JSON body");
         return NULL;
     }
-    size_t at = (size_t)(end - body);
-    while (at < len && is_json_space(body[at]))
-        at++;
-    if (at < len) {
+    /* cJSON reads the skeleton (long numeric arrays blanked to "[]") when there is one;
+     * positions in messages are mapped back to the body's */
+    const char *text = fast->skeleton ? fast->skeleton : body;
+    size_t text_len = fast->skeleton ? fast->skel_len : len;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, text_len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= text && end <= text + text_len ? (size_t)(end - text) : 0;
+        cr_fail(err, 400, "invalid_json", "", "request body is not valid JSON (error at byte %zu)",
+                cr_jfast_body_offset(fast, at));
+        return NULL;
+    }
+    const char *bad = stray_control(text, text_len);
+    if (bad) {
         cJSON_Delete(root);
         cr_fail(err, 400, "invalid_json", "",
-                "request body has extra characters after the JSON value (at byte %zu)", at);
+                "control character or \\u0000 where JSON allows none (at byte %zu)",
+                cr_jfast_body_offset(fast, (size_t)(bad - text)));
+        return NULL;
+    }
+    size_t at = (size_t)(end - text);
+    while (at < text_len && is_json_space(text[at]))
+        at++;
+    if (at < text_len) {
+        cJSON_Delete(root);
+        cr_fail(err, 400, "invalid_json", "",
+                "request body has extra characters after the JSON value (at byte %zu)",
+                cr_jfast_body_offset(fast, at));
+        return NULL;
+    }
+    if (cr_jfast_bind(fast, root) != 0) {
+        cJSON_Delete(root);
+        cr_fail(err, 503, "host_memory", "", "out of memory reading the JSON body");
         return NULL;
     }
     return root;
@@ -300,7 +348,8 @@ static int get_precision(const cJSON *root, cr_dtype dt, cr_precision *out, cr_e
 
 /* ---- ops ---------------------------------------------------------------------------------- */
 
-static int decode_gemm(const cJSON *root, const cr_limits *lim, cr_request *r, cr_error *err)
+static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
+                       cr_request *r, cr_error *err)
 {
     static const char *const fields[] = {"op", "a", "b", "c", "dtype", "precision", "kernel",
                                          "alpha", "beta", "trans_a", "trans_b", "timeout_ms",
@@ -318,8 +367,9 @@ static int decode_gemm(const cJSON *root, const cr_limits *lim, cr_request *r, c
     if (!(a = required(root, "a", err)) || !(b = required(root, "b", err)))
         return -1;
     c = cJSON_GetObjectItemCaseSensitive(root, "c");
-    if (cr_jmatrix_measure(a, "a", lim, &ma, err) || cr_jmatrix_measure(b, "b", lim, &mb, err) ||
-        (c && cr_jmatrix_measure(c, "c", lim, &mc, err)))
+    if (cr_jmatrix_measure_in(fast, a, "a", lim, &ma, err) ||
+        cr_jmatrix_measure_in(fast, b, "b", lim, &mb, err) ||
+        (c && cr_jmatrix_measure_in(fast, c, "c", lim, &mc, err)))
         return -1;
 
     g->m = g->trans_a ? ma.cols : ma.rows;
@@ -356,7 +406,8 @@ static int decode_gemm(const cJSON *root, const cr_limits *lim, cr_request *r, c
     return 0;
 }
 
-static int decode_ata(const cJSON *root, const cr_limits *lim, cr_request *r, cr_error *err)
+static int decode_ata(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
+                      cr_request *r, cr_error *err)
 {
     static const char *const fields[] = {"op", "a", "dtype", "kernel", "timeout_ms", NULL};
     cr_ata_task *t = &r->task.u.ata;
@@ -365,7 +416,7 @@ static int decode_ata(const cJSON *root, const cr_limits *lim, cr_request *r, cr
     if (check_fields(root, fields, err) || get_common(root, r, err) ||
         get_dtype(root, matrix_dtypes, 2, CR_DT_F32, &r->task.dtype, err))
         return -1;
-    if (!(a = required(root, "a", err)) || cr_jmatrix_measure(a, "a", lim, &ma, err))
+    if (!(a = required(root, "a", err)) || cr_jmatrix_measure_in(fast, a, "a", lim, &ma, err))
         return -1;
     t->m = ma.rows;
     t->n = ma.cols;
@@ -455,8 +506,8 @@ static void default_float_range(const cr_hist_task *h, cr_dtype dt, double *lo, 
     *hi = mx;
 }
 
-static int decode_histogram(const cJSON *root, const cr_limits *lim, cr_request *r,
-                            cr_error *err)
+static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
+                            cr_request *r, cr_error *err)
 {
     static const char *const fields[] = {"op", "data", "dtype", "bins", "range", "kernel",
                                          "timeout_ms", NULL};
@@ -478,7 +529,7 @@ static int decode_histogram(const cJSON *root, const cr_limits *lim, cr_request 
     }
     if (!(data = required(root, "data", err)))
         return -1;
-    int64_t count = cr_jlist_count(data, "data", err);
+    int64_t count = cr_jlist_count_in(fast, data, "data", err);
     if (count < 0)
         return -1;
     if ((uint64_t)count > lim->max_elements)
@@ -491,7 +542,7 @@ static int decode_histogram(const cJSON *root, const cr_limits *lim, cr_request 
         add_bytes(&total, (uint64_t)h->bins, sizeof(uint64_t), lim, "bins", err))
         return -1;
     void *p = alloc_buf(r, BUF_A, (size_t)count * es, false, err);
-    if (!p || cr_jlist_fill(data, "data", count, r->task.dtype, p, err) != 0)
+    if (!p || cr_jlist_fill_in(fast, data, "data", count, r->task.dtype, p, err) != 0)
         return -1;
     h->data = p;
     h->count = count;
@@ -502,8 +553,8 @@ static int decode_histogram(const cJSON *root, const cr_limits *lim, cr_request 
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim, cr_request *r,
-                       cr_error *err)
+static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
+                       const cr_jfast *fast, cr_request *r, cr_error *err)
 {
     if (!cJSON_IsObject(root))
         return cr_fail(err, 400, "invalid_json", "",
@@ -515,11 +566,11 @@ static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim, 
     r->task.kernel = NULL; /* the engine resolves r->kernel ("auto", "all", a name) */
     switch (op) {
     case CR_OP_GEMM:
-        return decode_gemm(root, lim, r, err);
+        return decode_gemm(root, lim, fast, r, err);
     case CR_OP_ATA:
-        return decode_ata(root, lim, r, err);
+        return decode_ata(root, lim, fast, r, err);
     case CR_OP_HISTOGRAM:
-        return decode_histogram(root, lim, r, err);
+        return decode_histogram(root, lim, fast, r, err);
     default:
         return cr_fail(err, 500, "internal", "op", "unexpected op %d", (int)op);
     }
@@ -531,11 +582,15 @@ int cr_request_from_json(cr_op op, const char *body, size_t len, const cr_limits
     memset(out, 0, sizeof *out);
     if (!lim)
         lim = &default_limits;
-    cJSON *root = parse_body(body, len, err);
-    if (!root)
+    cr_jfast fast = {0};
+    cJSON *root = parse_body(body, len, &fast, err);
+    if (!root) {
+        cr_jfast_free(&fast);
         return -1;
-    int rc = decode_root(op, root, lim, out, err);
+    }
+    int rc = decode_root(op, root, lim, &fast, out, err);
     cJSON_Delete(root);
+    cr_jfast_free(&fast);
     if (rc != 0) {
         cr_request_free(out);
         return -1;

@@ -1,0 +1,365 @@
+"""Binary bodies (design.md, "Binary"): multipart .npy parts, application/x-npy, raw
+application/octet-stream, query-string parameters, Accept: application/x-npy answers, and every
+refusal as a precise 4xx JSON error naming the part or parameter."""
+
+import io
+import struct
+
+import numpy as np
+import pytest
+import requests
+
+from conftest import assert_close, assert_error, gemm_ref, parse_server_timing, rng
+
+NPY = {"Content-Type": "application/x-npy"}
+RAW = {"Content-Type": "application/octet-stream"}
+ACCEPT_NPY = {"Accept": "application/x-npy"}
+
+
+def npy(a):
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=True)
+    return buf.getvalue()
+
+
+def npy_v(a, major, descr=None, fortran=False, shape=None, pad_to=64):
+    """A .npy of format version major.0 written by hand (numpy picks 1.0 whenever it can)."""
+    a = np.asarray(a)
+    descr = descr or a.dtype.str
+    shape = a.shape if shape is None else shape
+    dict_ = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (
+        descr, "True" if fortran else "False", repr(tuple(shape)))
+    pre = 10 if major == 1 else 12
+    total = -(-(pre + len(dict_) + 1) // pad_to) * pad_to
+    header = dict_ + " " * (total - pre - len(dict_) - 1) + "\n"
+    length = struct.pack("<H", len(header)) if major == 1 else struct.pack("<I", len(header))
+    data = a.tobytes(order="F" if fortran else "C")
+    return b"\x93NUMPY" + bytes([major, 0]) + length + header.encode() + data
+
+
+def parts(**arrays):
+    return {name: (f"{name}.npy", body if isinstance(body, bytes) else npy(body),
+                   "application/octet-stream") for name, body in arrays.items()}
+
+
+def load(r):
+    assert r.status_code == 200, r.text[:500]
+    assert r.headers["Content-Type"] == "application/x-npy"
+    return np.load(io.BytesIO(r.content), allow_pickle=False)
+
+
+def healthy(daemon):
+    assert daemon.get("/healthz").status_code == 200
+
+
+# ---- multipart GEMM ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("order_a,order_b", [("C", "C"), ("F", "C"), ("C", "F"), ("F", "F")])
+def test_gemm_multipart_orders(daemon, dtype, order_a, order_b):
+    r_ = rng(1)
+    a = np.asarray(r_.uniform(-1, 1, (5, 7)), dtype=dtype, order=order_a)
+    b = np.asarray(r_.uniform(-1, 1, (7, 3)), dtype=dtype, order=order_b)
+    r = daemon.post("/v1/gemm", files=parts(a=a, b=b))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["dtype"] == dtype and body["result"]["rows"] == 5 and body["result"]["cols"] == 3
+    got = np.asarray(body["result"]["data"]).reshape(5, 3)
+    assert_close(got, gemm_ref(a, b), 7, dtype)
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("fortran", [False, True])
+def test_gemm_multipart_trans_alpha_beta_c(daemon, trans_a, trans_b, fortran):
+    r_ = rng(2)
+    a = r_.uniform(-1, 1, (4, 6) if trans_a else (6, 4))
+    b = r_.uniform(-1, 1, (5, 4) if trans_b else (4, 5))
+    c = r_.uniform(-1, 1, (6, 5))
+    if fortran:
+        a, b, c = np.asfortranarray(a), np.asfortranarray(b), np.asfortranarray(c)
+    q = f"alpha=2.5&beta=-0.5&trans_a={str(trans_a).lower()}&trans_b={int(trans_b)}"
+    r = daemon.post("/v1/gemm?" + q, files=parts(a=a, b=b, c=c), headers=ACCEPT_NPY)
+    got = load(r)
+    assert got.shape == (6, 5) and got.dtype == np.float64 and got.flags.c_contiguous
+    assert_close(got, gemm_ref(a, b, c, 2.5, -0.5, trans_a, trans_b), 4, "float64")
+
+
+def test_gemm_accept_npy_headers(daemon):
+    a = rng(3).uniform(-1, 1, (8, 8)).astype(np.float32)
+    r = daemon.post("/v1/gemm?kernel=auto", files=parts(a=a, b=a), headers=ACCEPT_NPY)
+    got = load(r)
+    assert got.dtype == np.float32
+    assert_close(got, gemm_ref(a, a), 8, "float32")
+    h = r.headers
+    assert h["X-Crunchd-Op"] == "gemm" and h["X-Crunchd-Dtype"] == "float32"
+    for name in ("X-Crunchd-Job-Id", "X-Crunchd-Kernel", "X-Crunchd-Backend", "X-Crunchd-Device"):
+        assert h.get(name), (name, h)
+    assert float(h["X-Crunchd-Gflops"]) >= 0
+    assert set(parse_server_timing(h["Server-Timing"])) >= {"queue", "h2d", "kernel", "d2h", "total"}
+    assert int(h["Content-Length"]) == len(r.content)
+
+
+def test_gemm_tf32_needs_float32(daemon):
+    a = np.ones((2, 2))
+    r = daemon.post("/v1/gemm?precision=tf32", files=parts(a=a, b=a))
+    assert_error(r, 400, "unsupported", field="precision")
+
+
+# ---- x-npy bodies: ata and histogram ---------------------------------------------------------
+
+@pytest.mark.parametrize("major", [1, 2, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fortran", [False, True])
+def test_ata_npy_versions(daemon, major, dtype, fortran):
+    a = rng(4).uniform(-1, 1, (9, 5)).astype(dtype)
+    r = daemon.post("/v1/ata", data=npy_v(a, major, fortran=fortran), headers={**NPY, **ACCEPT_NPY})
+    got = load(r)
+    assert got.shape == (5, 5) and got.dtype == np.dtype(dtype)
+    assert_close(got, a.astype(np.float64).T @ a.astype(np.float64), 9, dtype)
+
+
+def test_ata_multipart_and_json_answer(daemon):
+    a = np.asfortranarray(rng(5).uniform(-1, 1, (6, 4)))
+    r = daemon.post("/v1/ata", files=parts(a=a))
+    assert r.status_code == 200, r.text
+    got = np.asarray(r.json()["result"]["data"]).reshape(4, 4)
+    assert_close(got, a.T @ a, 6, "float64")
+
+
+INT_DTYPES = ["int8", "uint16", "int16", "uint32", "int32", "uint64", "int64"]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES + ["float32", "float64"])
+def test_histogram_npy_dtypes_numpy_defaults(daemon, dtype):
+    info = np.iinfo(dtype) if dtype.startswith(("int", "uint")) else None
+    lo, hi = (max(info.min, -1000), min(info.max, 1000)) if info else (-3, 3)
+    x = rng(6).uniform(lo, hi, 5000).astype(dtype)
+    r = daemon.post("/v1/histogram", data=npy(x), headers=NPY)
+    assert r.status_code == 200, r.text
+    counts, edges = np.histogram(x)
+    res = r.json()["result"]
+    assert res["counts"] == counts.tolist()
+    np.testing.assert_allclose(res["edges"], edges, rtol=1e-6, atol=1e-6 * float(np.ptp(edges)))
+
+
+def test_histogram_any_rank_flattened_and_range(daemon):
+    x = rng(7).normal(size=(10, 20, 30)).astype(np.float32)
+    r = daemon.post("/v1/histogram?bins=7&range=-1,2", data=npy(np.asfortranarray(x)),
+                    headers={**NPY, **ACCEPT_NPY})
+    counts = load(r)
+    assert counts.dtype == np.uint64 and counts.shape == (7,)
+    want, edges = np.histogram(x, bins=7, range=(-1, 2))
+    assert counts.tolist() == want.tolist()
+    assert r.headers["X-Crunchd-Range"] == "-1,2"
+    np.testing.assert_allclose([float(e) for e in r.headers["X-Crunchd-Edges"].split(",")], edges,
+                               rtol=1e-6)
+    r2 = daemon.post("/v1/histogram?bins=7&range_lo=-1&range_hi=2", data=npy(x), headers=NPY)
+    assert r2.json()["result"]["counts"] == want.tolist()
+
+
+def test_histogram_edges_header_only_when_small(daemon):
+    x = rng(8).uniform(0, 1, 1000)
+    r = daemon.post("/v1/histogram?bins=5000", data=npy(x), headers={**NPY, **ACCEPT_NPY})
+    assert load(r).shape == (5000,)
+    assert "X-Crunchd-Edges" not in r.headers and r.headers["X-Crunchd-Range"]
+
+
+def test_histogram_uint8_npy_and_raw(daemon):
+    x = rng(9).integers(0, 256, 100_000, dtype=np.uint8)
+    want = np.bincount(x, minlength=256).tolist()
+    r = daemon.post("/v1/histogram", data=npy(x), headers=NPY)
+    assert r.json()["result"]["counts"] == want and "edges" not in r.json()["result"]
+    r = daemon.post("/v1/histogram", data=x.tobytes(), headers={**RAW, **ACCEPT_NPY})
+    assert load(r).tolist() == want
+    r = daemon.post("/v1/histogram?bins=4", data=x.tobytes(), headers=RAW)
+    assert r.json()["result"]["counts"] == np.histogram(x, bins=4, range=(0, 256))[0].tolist()
+
+
+def test_histogram_multipart_and_empty(daemon):
+    r = daemon.post("/v1/histogram", files=parts(data=np.zeros(0, np.float64)))
+    assert r.status_code == 200, r.text
+    assert r.json()["result"]["counts"] == [0] * 10
+    r = daemon.post("/v1/histogram", data=b"", headers=RAW)
+    assert r.status_code == 200 and r.json()["result"]["counts"] == [0] * 256
+
+
+def test_async_jobs_binary(daemon):
+    a = rng(10).uniform(-1, 1, (16, 8))
+    r = daemon.post("/v1/jobs?op=ata", data=npy(a), headers=NPY)
+    assert r.status_code == 202, r.text
+    job = r.json()["id"]
+    daemon.wait_job(job)
+    r = daemon.get(f"/v1/jobs/{job}/result", headers=ACCEPT_NPY)
+    assert_close(load(r), a.T @ a, 16, "float64")
+    r = daemon.post("/v1/jobs", data=npy(a), headers=NPY)
+    assert_error(r, 400, "invalid_parameter", field="op")
+
+
+# ---- refusals ---------------------------------------------------------------------------------
+
+GOOD = np.ones((3, 3), np.float32)
+
+
+@pytest.mark.parametrize("body,field_ok", [
+    (npy(np.ones(3, ">f4")), "big-endian"),
+    (npy(np.array([1, "x"], dtype=object)), "object"),
+    (npy(np.zeros(3, [("x", "<f4"), ("y", "<i4")])), "structured"),
+    (npy(np.zeros(3, np.complex64)), "unsupported"),
+    (npy(np.zeros(3, np.float16)), "unsupported"),
+    (npy(np.zeros(3, np.bool_)), "unsupported"),
+    (b"\x93NUMPX" + npy(GOOD)[6:], "magic"),
+    (b"not a npy at all, nothing like it", "magic"),
+    (npy(GOOD)[:40], "header"),
+    (npy(GOOD)[:-1], "truncated"),
+    (npy(GOOD) + b"\0", "more data"),
+    (npy_v(GOOD, 1, shape=(3, 4)), "truncated"),
+    (npy_v(GOOD, 1, shape=(2, 2)), "more data"),
+    (npy_v(GOOD, 4), "version"),
+    (npy_v(GOOD, 1, descr="<f4', 'x': ('1"), "dict"),
+])
+def test_npy_refusals(daemon, body, field_ok):
+    r = daemon.post("/v1/histogram", data=body, headers=NPY)
+    e = assert_error(r, 400, "invalid_field", field="data")
+    assert field_ok.split()[0].lower() in e["message"].lower() or e["message"], e
+    healthy(daemon)
+
+
+def test_header_too_long(daemon):
+    body = b"\x93NUMPY\x02\x00" + struct.pack("<I", 70000) + b" " * 100
+    assert_error(daemon.post("/v1/ata", data=body, headers=NPY), 413, "too_large", field="a")
+    healthy(daemon)
+
+
+def test_wrong_rank_and_dtype_for_matrices(daemon):
+    assert_error(daemon.post("/v1/ata", data=npy(np.ones(4)), headers=NPY), 400, "invalid_field",
+                 field="a")
+    assert_error(daemon.post("/v1/ata", data=npy(np.ones((2, 2, 2))), headers=NPY), 400,
+                 "invalid_field", field="a")
+    assert_error(daemon.post("/v1/ata", data=npy(np.ones((2, 2), np.int32)), headers=NPY), 400,
+                 "invalid_field", field="a")
+    assert_error(daemon.post("/v1/gemm", files=parts(a=GOOD, b=GOOD.astype(np.float64))), 400,
+                 "invalid_field", field="b")
+    assert_error(daemon.post("/v1/gemm", files=parts(a=np.ones((0, 3), np.float32), b=GOOD)), 400,
+                 "invalid_field", field="a")
+
+
+def test_multipart_refusals(daemon):
+    assert_error(daemon.post("/v1/gemm", files=parts(a=GOOD)), 400, "missing_field", field="b")
+    assert_error(daemon.post("/v1/gemm", files=parts(b=GOOD)), 400, "missing_field", field="a")
+    assert_error(daemon.post("/v1/gemm", files=parts(a=GOOD, b=GOOD, x=GOOD)), 400,
+                 "invalid_field", field="x")
+    assert_error(daemon.post("/v1/gemm", files=parts(a=GOOD, b=npy(GOOD)[:-4])), 400,
+                 "invalid_field", field="b")
+    assert_error(daemon.post("/v1/gemm", files=parts(a=GOOD, b=np.ones((4, 2), np.float32))), 422,
+                 "shape_mismatch", field="b")
+    assert_error(daemon.post("/v1/gemm", files=parts(a=GOOD, b=GOOD, c=np.ones((2, 3), np.float32))),
+                 422, "shape_mismatch", field="c")
+    dup = [("a", ("a.npy", npy(GOOD))), ("a", ("a.npy", npy(GOOD))), ("b", ("b.npy", npy(GOOD)))]
+    assert_error(daemon.post("/v1/gemm", files=dup), 400, "invalid_field", field="a")
+    no_end = (b"--XyZ\r\nContent-Disposition: form-data; name=\"a\"; filename=\"a.npy\"\r\n\r\n"
+              + npy(GOOD))
+    r = daemon.post("/v1/ata", data=no_end, headers={"Content-Type": "multipart/form-data; boundary=XyZ"})
+    assert_error(r, 400, "invalid_field")
+    r = daemon.post("/v1/ata", data=b"x", headers={"Content-Type": "multipart/form-data"})
+    assert_error(r, 400, "invalid_field", field="Content-Type")
+    healthy(daemon)
+
+
+@pytest.mark.parametrize("query,field", [
+    ("bogus=1", "bogus"),
+    ("dtype=float32", "dtype"),
+    ("alpha=abc", "alpha"),
+    ("alpha=nan", "alpha"),
+    ("beta=1e999", "beta"),
+    ("trans_a=maybe", "trans_a"),
+    ("precision=fp16", "precision"),
+    ("kernel=BAD!", "kernel"),
+    ("timeout_ms=0", "timeout_ms"),
+    ("timeout_ms=-5", "timeout_ms"),
+    ("alpha=1&alpha=2", "alpha"),
+    ("bins=10", "bins"),
+    ("op=ata", "op"),
+])
+def test_bad_query_gemm(daemon, query, field):
+    r = daemon.post("/v1/gemm?" + query, files=parts(a=GOOD, b=GOOD))
+    assert_error(r, 400, "invalid_parameter", field=field)
+
+
+@pytest.mark.parametrize("query,status,code,field", [
+    ("bins=0", 400, "invalid_parameter", "bins"),
+    ("bins=x", 400, "invalid_parameter", "bins"),
+    ("bins=99999999999", 413, "too_large", "bins"),
+    ("range=1", 400, "invalid_parameter", "range"),
+    ("range=2,1", 400, "invalid_parameter", "range"),
+    ("range=0,inf", 400, "invalid_parameter", "range"),
+    ("range_lo=0", 400, "invalid_parameter", "range_hi"),
+    ("range=0,1&range_lo=0&range_hi=1", 400, "invalid_parameter", "range"),
+    ("alpha=2", 400, "invalid_parameter", "alpha"),
+])
+def test_bad_query_histogram(daemon, query, status, code, field):
+    r = daemon.post("/v1/histogram?" + query, data=b"\x01\x02", headers=RAW)
+    assert_error(r, status, code, field=field)
+
+
+def test_content_type_refusals(daemon):
+    assert_error(daemon.post("/v1/gemm", data=b"x", headers={"Content-Type": "text/plain"}), 415,
+                 "unsupported_media_type", field="Content-Type")
+    assert_error(daemon.post("/v1/gemm", data=npy(GOOD), headers=NPY), 415,
+                 "unsupported_media_type", field="Content-Type")
+    assert_error(daemon.post("/v1/ata", data=b"xx", headers=RAW), 415, "unsupported_media_type",
+                 field="Content-Type")
+    healthy(daemon)
+
+
+def test_octet_stream_needs_length(daemon):
+    def chunks():
+        yield b"\x01\x02\x03"
+    r = daemon.post("/v1/histogram", data=chunks(), headers=RAW)
+    assert_error(r, 411, "length_required", field="Content-Length")
+
+
+def test_chunked_npy_streams(daemon):
+    x = rng(11).uniform(0, 1, 20000)
+    body = npy(x)
+
+    def chunks():  # awkward chunk sizes: inside the magic, the header and elements
+        for i in range(0, len(body), 777):
+            yield body[i:i + 777]
+    r = daemon.post("/v1/histogram?range=0,1", data=chunks(), headers=NPY)
+    assert r.status_code == 200, r.text
+    assert r.json()["result"]["counts"] == np.histogram(x, range=(0, 1))[0].tolist()
+
+
+def test_limits(start_daemon):
+    d = start_daemon("--max-body-mb", "1", "--max-json-mb", "1", "--max-elements", "1000")
+    big = np.ones((40, 40), np.float32)   # 1600 elements: over --max-elements
+    assert_error(d.post("/v1/ata", data=npy(big), headers=NPY), 413, "too_large", field="a")
+    assert_error(d.post("/v1/gemm", files=parts(a=np.ones((10, 10), np.float32), b=big)), 413,
+                 "too_large", field="b")
+    assert_error(d.post("/v1/histogram", data=b"\0" * (2 << 20), headers=RAW), 413, "too_large",
+                 field="body")
+    lie = npy_v(np.ones(4, np.float32), 1, shape=(100000, 100000))  # claims 40 GB: refused unallocated
+    assert_error(d.post("/v1/histogram", data=lie, headers=NPY), 413, "too_large", field="data")
+    assert d.get("/healthz").status_code == 200
+
+
+def vm_hwm_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_big_upload_rss(start_daemon):
+    """A 256 MiB raw histogram upload raises the daemon's peak RSS by at most 1.2x the body:
+    the bytes go straight into the one array, never through a whole-body buffer."""
+    d = start_daemon("--workers", "1")
+    size = 256 << 20
+    body = np.random.default_rng(12).integers(0, 256, size, dtype=np.uint8).tobytes()
+    before = vm_hwm_bytes(d.proc.pid)
+    r = d.post("/v1/histogram", data=body, headers=RAW)
+    assert r.status_code == 200, r.text[:300]
+    assert sum(r.json()["result"]["counts"]) == size
+    grew = vm_hwm_bytes(d.proc.pid) - before
+    assert grew <= 1.2 * size, f"peak RSS grew by {grew / 2**20:.0f} MiB for a {size >> 20} MiB body"
