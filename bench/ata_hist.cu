@@ -8,6 +8,7 @@
  * product (2·m·n²), as cr_task_flops does. ratio_vs_ref = reference time / this time. SYRK is
  * timed alone (no mirror), the strictest reference. CSV columns:
  * sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref */
+#include "../tests/gpu/gpu_die.h"
 #include <algorithm>
 #include <cublas_v2.h>
 #include <functional>
@@ -27,8 +28,6 @@
             exit(1);                                                                             \
         }                                                                                        \
     } while (0)
-#define CK(call) DIE_IF((call) != cudaSuccess, "%s:%d %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(cudaGetLastError()))
-#define CKB(call) DIE_IF((call) != CUBLAS_STATUS_SUCCESS, "%s:%d %s failed", __FILE__, __LINE__, #call)
 
 static FILE *csv;
 static cudaEvent_t ev0, ev1;
@@ -91,8 +90,8 @@ static void ata_fp32(int n)
     const float one = 1, zero = 0;
     cr_ata_dev d = {m, n, false, a, c, NULL};
     cr_gemm_dev g = {n, n, m, true, false, 1.0, 0.0, a, a, c};
-    double syrk = time_ms([&] { CKB(cublasSsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); }, 10);
-    double sgemm = time_ms([&] { CKB(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, m, &one, a, n, a, n, &zero, c, n)); }, 10);
+    double syrk = time_ms([&] { CK(cublasSsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); }, 10);
+    double sgemm = time_ms([&] { CK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, m, &one, a, n, a, n, &zero, c, n)); }, 10);
     double gemm = time_ms([&] { CK(cr_cuda_gemm_dbuf(&g, CR_DT_F32, 0)); }, 10);
     double sym = time_ms([&] { CK(cr_cuda_ata_symtile(&d, CR_DT_F32, 0)); }, 10);
     row("ata_f32", "cublas-syrk", "f32", m, n, 0, syrk, flops / syrk / 1e6, "GFLOP/s", 1.0);
@@ -117,8 +116,8 @@ static void ata_fp64(int n)
     double flops = 2.0 * m * (double)n * n;
     const double one = 1, zero = 0;
     cr_ata_dev d = {m, n, false, a, c, NULL};
-    double syrk = time_ms([&] { CKB(cublasDsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); }, 5, 1500);
-    double dgemm = time_ms([&] { CKB(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, m, &one, a, n, a, n, &zero, c, n)); }, 5, 1500);
+    double syrk = time_ms([&] { CK(cublasDsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); }, 5, 1500);
+    double dgemm = time_ms([&] { CK(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, m, &one, a, n, a, n, &zero, c, n)); }, 5, 1500);
     double sym = time_ms([&] { CK(cr_cuda_ata_symtile(&d, CR_DT_F64, 0)); }, 5, 1500);
     row("ata_f64", "cublas-syrk", "f64", m, n, 0, syrk, flops / syrk / 1e6, "GFLOP/s", 1.0);
     row("ata_f64", "cublas-dgemm", "f64", m, n, 0, dgemm, flops / dgemm / 1e6, "GFLOP/s", syrk / dgemm);
@@ -183,7 +182,7 @@ int main(int argc, char **argv)
     fprintf(csv, "sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref\n");
     CK(cudaEventCreate(&ev0));
     CK(cudaEventCreate(&ev1));
-    CKB(cublasCreate(&blas));
+    CK(cublasCreate(&blas));
     for (int n : {1024, 2048, 4096, 8192})
         ata_fp32(n);
     hist_sweep();

@@ -1,17 +1,8 @@
 /* Pinned host<->device copy rates, the floor the end-to-end benchmark compares against.
  *   build/bench/copy [MiB]   prints "h2d_gbps=… d2h_gbps=…" (medians of 20 copies) */
-#include <cuda_runtime.h>
+#include "../tests/gpu/gpu_die.h"
 #include <stdio.h>
 #include <stdlib.h>
-
-#define CHECK(call)                                                                            \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            return 1;                                                                          \
-        }                                                                                      \
-    } while (0)
 
 static int cmp_float(const void *a, const void *b)
 {
@@ -25,20 +16,20 @@ static int time_copies(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     enum { reps = 20 };
     float ms[reps];
     cudaEvent_t t0, t1;
-    CHECK(cudaEventCreate(&t0));
-    CHECK(cudaEventCreate(&t1));
-    CHECK(cudaMemcpy(dst, src, bytes, kind)); /* warm-up */
+    CK(cudaEventCreate(&t0));
+    CK(cudaEventCreate(&t1));
+    CK(cudaMemcpy(dst, src, bytes, kind)); /* warm-up */
     for (int r = 0; r < reps; r++) {
-        CHECK(cudaEventRecord(t0));
-        CHECK(cudaMemcpyAsync(dst, src, bytes, kind));
-        CHECK(cudaEventRecord(t1));
-        CHECK(cudaEventSynchronize(t1));
-        CHECK(cudaEventElapsedTime(&ms[r], t0, t1));
+        CK(cudaEventRecord(t0));
+        CK(cudaMemcpyAsync(dst, src, bytes, kind));
+        CK(cudaEventRecord(t1));
+        CK(cudaEventSynchronize(t1));
+        CK(cudaEventElapsedTime(&ms[r], t0, t1));
     }
     qsort(ms, reps, sizeof ms[0], cmp_float);
     *median = ms[reps / 2];
-    CHECK(cudaEventDestroy(t0));
-    CHECK(cudaEventDestroy(t1));
+    CK(cudaEventDestroy(t0));
+    CK(cudaEventDestroy(t1));
     return 0;
 }
 
@@ -48,15 +39,15 @@ int main(int argc, char **argv)
     size_t bytes = mib << 20;
     void *host = NULL, *dev = NULL;
     float h2d, d2h;
-    CHECK(cudaHostAlloc(&host, bytes, cudaHostAllocDefault));
-    CHECK(cudaMalloc(&dev, bytes));
+    CK(cudaHostAlloc(&host, bytes, cudaHostAllocDefault));
+    CK(cudaMalloc(&dev, bytes));
     for (size_t i = 0; i < bytes; i += 4096)
         ((char *)host)[i] = (char)i; /* touch every page: no first-touch cost in the timing */
     if (time_copies(dev, host, bytes, cudaMemcpyHostToDevice, &h2d) ||
         time_copies(host, dev, bytes, cudaMemcpyDeviceToHost, &d2h))
         return 1;
     printf("h2d_gbps=%.2f d2h_gbps=%.2f bytes=%zu\n", bytes / (h2d * 1e6), bytes / (d2h * 1e6), bytes);
-    CHECK(cudaFreeHost(host));
-    CHECK(cudaFree(dev));
+    CK(cudaFreeHost(host));
+    CK(cudaFree(dev));
     return 0;
 }

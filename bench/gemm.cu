@@ -7,6 +7,7 @@
  * Timing: cudaEvents around each launch, warm-up first, median of repeats, random inputs in
  * [-1, 1]. CSV columns: sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas (ratio = cuBLAS
  * time of the same dtype and shape over this kernel's time; > 1 means faster than cuBLAS). */
+#include "../tests/gpu/gpu_die.h"
 #include <cublas_v2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,22 +22,6 @@ static const char *dt_name(cr_dtype d) { return d == CR_DT_F32 ? "float32" : d =
 /* tuning hook in kernels/cuda/gemm_dbuf.cu (not part of the public header) */
 extern "C" cudaError_t cr_cuda_gemm_dbuf_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
 
-#define CK(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(2);                                                                          \
-        }                                                                                     \
-    } while (0)
-#define CB(call)                                                                              \
-    do {                                                                                      \
-        cublasStatus_t s_ = (call);                                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                    \
-            fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #call, (int)s_); \
-            exit(2);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 enum { K_OWN, K_VARIANT, K_CUBLAS, K_TF32 };
 
@@ -123,11 +108,11 @@ static void launch(const bench_kernel *k, int64_t m, int64_t n, int64_t kk)
         CK(cr_cuda_gemm_dbuf_variant(&g, k->dt, 0, k->variant));
     } else if (k->dt == CR_DT_F64) {
         double al = 1.0, be = 0.0;
-        CB(cublasDgemm(B.h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)kk, &al, (const double *)B.b,
+        CK(cublasDgemm(B.h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)kk, &al, (const double *)B.b,
                        (int)n, (const double *)B.a, (int)kk, &be, (double *)B.c, (int)n));
     } else { /* row-major C = A·B as column-major Cᵀ = Bᵀ·Aᵀ, no copies */
         float al = 1.f, be = 0.f;
-        CB(cublasSgemm(k->kind == K_TF32 ? B.htf32 : B.h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)kk, &al,
+        CK(cublasSgemm(k->kind == K_TF32 ? B.htf32 : B.h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)kk, &al,
                        (const float *)B.b, (int)n, (const float *)B.a, (int)kk, &be, (float *)B.c, (int)n));
     }
 }
@@ -217,10 +202,10 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&B.a, (size_t)8192 * 8192 * 8));
     CK(cudaMalloc(&B.b, (size_t)8192 * 8192 * 8));
     CK(cudaMalloc(&B.c, (size_t)16384 * 16384 * 8));
-    CB(cublasCreate(&B.h));
-    CB(cublasCreate(&B.htf32));
-    CB(cublasSetMathMode(B.h, CUBLAS_PEDANTIC_MATH)); /* exact FP32: no tensor-core shortcut */
-    CB(cublasSetMathMode(B.htf32, CUBLAS_TF32_TENSOR_OP_MATH));
+    CK(cublasCreate(&B.h));
+    CK(cublasCreate(&B.htf32));
+    CK(cublasSetMathMode(B.h, CUBLAS_PEDANTIC_MATH)); /* exact FP32: no tensor-core shortcut */
+    CK(cublasSetMathMode(B.htf32, CUBLAS_TF32_TENSOR_OP_MATH));
     CK(cudaEventCreate(&B.e0));
     CK(cudaEventCreate(&B.e1));
     cudaDeviceProp prop;

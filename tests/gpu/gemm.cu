@@ -7,6 +7,7 @@
  * sqrt(K). A NaN anywhere (an unwritten element) fails. Unaligned cases offset every device
  * pointer by one element, so the float4 paths must fall back. Prints one line per case and
  * "gpu_gemm: N passed, M failed"; exit status 1 on any failure. */
+#include "gpu_die.h"
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,22 +20,6 @@
  * link from here; this file names the two dtypes itself. */
 static const char *dt_name(cr_dtype d) { return d == CR_DT_F32 ? "float32" : d == CR_DT_F64 ? "float64" : "other"; }
 
-#define CK(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(2);                                                                          \
-        }                                                                                     \
-    } while (0)
-#define CB(call)                                                                              \
-    do {                                                                                      \
-        cublasStatus_t s_ = (call);                                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                    \
-            fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #call, (int)s_); \
-            exit(2);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 /* tuning hook in kernels/cuda/gemm_dbuf.cu: force one of dbuf's tile configurations, which
  * the size-based choice would otherwise only reach at some sizes */
@@ -163,7 +148,7 @@ typedef struct {
 static void reference(const gcase *c, const double *a, const double *b, double *r)
 {
     int lda = (int)(c->ta ? c->m : c->k), ldb = (int)(c->tb ? c->k : c->n);
-    CB(cublasDgemm(G.h, c->tb ? CUBLAS_OP_T : CUBLAS_OP_N, c->ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)c->n,
+    CK(cublasDgemm(G.h, c->tb ? CUBLAS_OP_T : CUBLAS_OP_N, c->ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)c->n,
                    (int)c->m, (int)c->k, &c->alpha, b, ldb, a, lda, &c->beta, r, (int)c->n));
 }
 
@@ -313,9 +298,9 @@ int main(void)
     CK(cudaMalloc((void **)&G.db, MAXN * 8));
     CK(cudaMalloc((void **)&G.dr, MAXN * 8));
     CK(cudaMalloc((void **)&G.part, CMP_BLOCKS * 5 * sizeof(double)));
-    CB(cublasCreate(&G.h));
+    CK(cublasCreate(&G.h));
     /* the reference must be true FP64, never a tensor-core shortcut */
-    CB(cublasSetMathMode(G.h, CUBLAS_PEDANTIC_MATH));
+    CK(cublasSetMathMode(G.h, CUBLAS_PEDANTIC_MATH));
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         const kernel_entry *ke = &kernels[i];
         run_kernel(ke, CR_DT_F32);
