@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "hist_range.h"
 #include "json_matrix.h"
 #include "request.h"
 
@@ -468,44 +469,6 @@ static int get_range(const cJSON *root, bool *present, double *lo, double *hi, c
     return 0;
 }
 
-/* numpy's default range for float data: [min, max], widened by 0.5 each side when they are
- * equal (computed in the data's precision, as numpy does), [0, 1] for no data. */
-static void default_float_range(const cr_hist_task *h, cr_dtype dt, double *lo, double *hi)
-{
-    if (h->count == 0) {
-        *lo = 0.0;
-        *hi = 1.0;
-        return;
-    }
-    if (dt == CR_DT_F32) {
-        const float *d = h->data;
-        float mn = d[0], mx = d[0];
-        for (int64_t i = 1; i < h->count; i++) {
-            mn = d[i] < mn ? d[i] : mn;
-            mx = d[i] > mx ? d[i] : mx;
-        }
-        if (mn == mx) {
-            mn -= 0.5f;
-            mx += 0.5f;
-        }
-        *lo = mn;
-        *hi = mx;
-        return;
-    }
-    const double *d = h->data;
-    double mn = d[0], mx = d[0];
-    for (int64_t i = 1; i < h->count; i++) {
-        mn = d[i] < mn ? d[i] : mn;
-        mx = d[i] > mx ? d[i] : mx;
-    }
-    if (mn == mx) {
-        mn -= 0.5;
-        mx += 0.5;
-    }
-    *lo = mn;
-    *hi = mx;
-}
-
 static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
                             cr_request *r, cr_error *err)
 {
@@ -546,8 +509,8 @@ static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jf
         return -1;
     h->data = p;
     h->count = count;
-    if (r->is_float_hist && !has_range)
-        default_float_range(h, r->task.dtype, &h->lo, &h->hi);
+    if (r->is_float_hist && !has_range && cr_hist_default_range(h, r->task.dtype, &h->lo, &h->hi))
+        return cr_fail(err, 500, "internal", "data", "finite data without a finite range");
     return 0;
 }
 
