@@ -30,6 +30,12 @@ static const opt_spec specs[] = {
     {"queue-depth", OPT_INT, F(queue_depth), 1, 1000000, "jobs waiting before new ones get 503"},
     {"http-threads", OPT_INT, F(http_threads), 1, 256, "HTTP threads (libmicrohttpd pool)"},
     {"max-connections", OPT_INT, F(max_connections), 1, 1000000, "concurrent connections"},
+    {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), 0, 1000000,
+     "concurrent connections from one IP address (0: no limit)"},
+    {"conn-memory-kb", OPT_INT, F(conn_memory_kb), 4, 1 << 20,
+     "memory per connection for headers and read buffers, KiB (bigger headers get 431)"},
+    {"conn-timeout-s", OPT_INT, F(conn_timeout_s), 1, 86400,
+     "close a connection idle (nothing received or sent) this long, s"},
     {"max-body-mb", OPT_I64, F(max_body_mb), 1, 1 << 20, "largest request body, MiB"},
     {"max-json-mb", OPT_I64, F(max_json_mb), 1, 1 << 20, "largest JSON request body, MiB"},
     {"max-elements", OPT_I64, F(max_elements), 1, INT64_MAX / 16, "largest array, elements"},
@@ -39,6 +45,11 @@ static const opt_spec specs[] = {
     {"result-cap-mb", OPT_I64, F(result_cap_mb), 1, 1 << 20, "memory for kept async results, MiB"},
     {"drain-timeout-s", OPT_INT, F(drain_timeout_s), 1, 86400, "SIGTERM grace period, s"},
     {"log-format", OPT_STR, F(log_format), 0, 0, "text | json"},
+    {"auth-token-file", OPT_STR, F(auth_token_file), 0, 0,
+     "require 'Authorization: Bearer <token>' (token read from this file at start)"},
+    {"metrics-auth", OPT_BOOL, F(metrics_auth), 0, 0, "/metrics needs the token too"},
+    {"tls-cert", OPT_STR, F(tls_cert), 0, 0, "serve HTTPS with this PEM certificate (with --tls-key)"},
+    {"tls-key", OPT_STR, F(tls_key), 0, 0, "the PEM private key of --tls-cert"},
     {"test-hooks", OPT_BOOL, F(test_hooks), 0, 0,
      "honour X-Crunchd-Debug-Delay-Ms (for tests only)"},
 };
@@ -55,6 +66,8 @@ static void set_defaults(cr_config *c)
     c->queue_depth = 256;
     c->http_threads = 4;
     c->max_connections = 1024;
+    c->conn_memory_kb = 32; /* libmicrohttpd's own default */
+    c->conn_timeout_s = 60;
     c->max_body_mb = 4096;
     c->max_json_mb = 256;
     c->max_elements = (int64_t)1 << 31;
@@ -129,6 +142,10 @@ static int check_choices(const cr_config *c, FILE *err)
     }
     if (strcmp(c->log_format, "text") && strcmp(c->log_format, "json")) {
         fprintf(err, "crunchd: --log-format: expected text or json, got '%s'\n", c->log_format);
+        return -1;
+    }
+    if (!c->tls_cert[0] != !c->tls_key[0]) {
+        fprintf(err, "crunchd: --tls-cert and --tls-key go together: give both or neither\n");
         return -1;
     }
     if (c->max_json_mb > c->max_body_mb) {

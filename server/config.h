@@ -15,6 +15,9 @@ typedef struct {
     int queue_depth;
     int http_threads;
     int max_connections;
+    int max_connections_per_ip; /* 0: no limit */
+    int conn_memory_kb;
+    int conn_timeout_s;
     int64_t max_body_mb;
     int64_t max_json_mb;
     int64_t max_elements;
@@ -24,6 +27,9 @@ typedef struct {
     int64_t result_cap_mb;    /* finished async results kept, in bytes of result data */
     int drain_timeout_s;
     char log_format[8];       /* text | json */
+    char auth_token_file[256];
+    bool metrics_auth;
+    char tls_cert[256], tls_key[256];
     bool test_hooks;
 } cr_config;
 

@@ -201,6 +201,15 @@ static bool is_json_type(const char *ct)
     return strncasecmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
+/* 401 with the challenge RFC 6750 asks for; the same answer for a missing or a wrong token. */
+static enum MHD_Result refuse_401(cr_conn *c)
+{
+    c->extra_header = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
+    snprintf(c->extra_value, sizeof c->extra_value, "Bearer");
+    return refuse(c, 401, "unauthorized", "Authorization",
+                  "this daemon needs 'Authorization: Bearer <token>' (see --auth-token-file)");
+}
+
 /* First call of a request: route it and check what can be refused before any body arrives. */
 static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char *url,
                              const char *method, void **con_cls)
@@ -216,6 +225,9 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     c->label = CR_ROUTE_OTHER;
     snprintf(c->method, sizeof c->method, "%s", method);
     snprintf(c->path, sizeof c->path, "%s", url);
+    /* Before routing: without the token, unknown paths and known ones look the same. */
+    if (!cr_auth_exempt(&h->auth, c->path) && !cr_auth_check(&h->auth, cr_header(c, MHD_HTTP_HEADER_AUTHORIZATION)))
+        return refuse_401(c);
     char allow[128];
     const route *r = find_route(method, c->path, &c->id, allow, sizeof allow);
     if (!r)
@@ -371,24 +383,46 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     if (!h)
         return snprintf(err, errlen, "out of memory"), NULL;
     h->deps = *deps;
+    const cr_config *cfg = deps->cfg;
+    if (cr_auth_load(&h->auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
+        cr_tls_load(&h->tls, cfg->tls_cert, cfg->tls_key, err, errlen) < 0) {
+        cr_auth_clear(&h->auth);
+        free(h);
+        return NULL;
+    }
     pthread_mutex_init(&h->waiting_mu, NULL);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG | (fam == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll misses a client's FIN that
+     * arrives with the last bytes of a partial body, so abandoned uploads held their socket and
+     * memory until --conn-timeout-s (found by scripts/soak.py); poll is level-triggered. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | (fam == AF_INET6 ? MHD_USE_IPv6 : 0) |
+                     (cr_tls_enabled(&h->tls) ? MHD_USE_TLS : 0);
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)deps->cfg->port, NULL, NULL, access_handler, h,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)deps->cfg->http_threads,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)deps->cfg->conn_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)deps->cfg->conn_memory_kb << 10,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections_per_ip,
+        MHD_OPTION_ARRAY, h->tls.options,
         MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
         MHD_OPTION_END);
     if (!h->daemon) {
-        snprintf(err, errlen, "cannot listen on %s:%d (in use, or not allowed)", deps->cfg->bind,
-                 deps->cfg->port);
+        snprintf(err, errlen, "cannot listen on %s:%d (in use, not allowed, or a bad TLS key pair)",
+                 deps->cfg->bind, deps->cfg->port);
+        cr_auth_clear(&h->auth);
+        cr_tls_free(&h->tls);
+        pthread_mutex_destroy(&h->waiting_mu);
         free(h);
         return NULL;
     }
+    if (h->auth.enabled)
+        cr_log("info", "auth: every route but /healthz, /readyz%s needs the bearer token",
+               h->auth.protect_metrics ? "" : " and /metrics");
+    if (cr_tls_enabled(&h->tls))
+        cr_log("info", "tls: serving HTTPS with %s", cfg->tls_cert);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
     *port = info ? info->port : (uint16_t)deps->cfg->port;
     return h;
@@ -447,5 +481,7 @@ void cr_http_stop(cr_http *h)
         return;
     MHD_stop_daemon(h->daemon);
     pthread_mutex_destroy(&h->waiting_mu);
+    cr_auth_clear(&h->auth);
+    cr_tls_free(&h->tls);
     free(h);
 }

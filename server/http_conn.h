@@ -9,10 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "error.h"
 #include "http.h"
 #include "job.h"
 #include "metrics.h"
+#include "tls.h"
 
 struct cr_http {
     struct MHD_Daemon *daemon;
@@ -20,6 +22,8 @@ struct cr_http {
     _Atomic int active;
     pthread_mutex_t waiting_mu;   /* guards the list of suspended sync requests */
     struct cr_conn *waiting_head;
+    cr_auth auth;                 /* --auth-token-file; disabled when none */
+    cr_tls tls;                   /* --tls-cert/--tls-key, alive as long as the daemon */
 };
 
 typedef struct cr_conn cr_conn;

@@ -66,6 +66,9 @@ class Daemon:
         self.port = None
         self.returncode = None
         self.session = requests.Session()
+        # --tls-cert: https, verified against this CA file (the test's self-signed cert)
+        self.scheme = "https" if "--tls-cert" in self.args else "http"
+        self.verify = True
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self):
@@ -108,7 +111,7 @@ class Daemon:
             if self.proc.poll() is not None:
                 raise DaemonError(f"daemon exited with {self.proc.returncode}:\n" + self.log_tail())
             try:
-                r = requests.get(self.url("/readyz"), timeout=5)
+                r = requests.get(self.url("/readyz"), timeout=5, verify=self.verify)
                 last = (r.status_code, r.text)
                 if r.status_code == 200:
                     return
@@ -171,13 +174,14 @@ class Daemon:
     # -- HTTP ----------------------------------------------------------------------------------
     @property
     def base(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def url(self, path):
         return self.base + path
 
     def request(self, method, path, session=None, **kw):
         kw.setdefault("timeout", HTTP_TIMEOUT_S)
+        kw.setdefault("verify", self.verify)
         s = session or self.session
         return s.request(method, self.url(path), **kw)
 

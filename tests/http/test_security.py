@@ -1,0 +1,217 @@
+"""Security (issue 7): optional bearer-token auth, TLS through libmicrohttpd+GnuTLS, secrets
+and bodies kept out of the logs, and a loopback bind by default."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import time
+
+import pytest
+import requests
+
+from conftest import BACKEND, BIN, START_TIMEOUT_S, SLOW, assert_error
+
+TOKEN = "tok-3f9c1e7a-canary-do-not-log"
+SMALL = {"a": [[1, 2], [3, 4]], "b": [[5, 6], [7, 8]]}
+
+
+def token_file(tmp_path, text=TOKEN + "\n"):
+    p = tmp_path / "token"
+    p.write_text(text)
+    p.chmod(0o600)
+    return str(p)
+
+
+def bearer(token=TOKEN):
+    return {"Authorization": f"Bearer {token}"}
+
+
+def assert_401(r):
+    assert_error(r, 401, "unauthorized", field="Authorization")
+    assert r.headers.get("WWW-Authenticate", "").startswith("Bearer"), r.headers
+
+
+def run_bad_start(*args, tmp_path):
+    """Runs the daemon with flags that must keep it from starting: exit 2, reason on stderr."""
+    p = subprocess.run([BIN, "--port", "0", "--backend", BACKEND] + list(args), cwd=tmp_path,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=START_TIMEOUT_S)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    return p.stderr
+
+
+# -- bearer token -----------------------------------------------------------------------------------
+
+def test_auth_guards_every_route_but_probes_and_metrics(start_daemon, tmp_path):
+    d = start_daemon("--auth-token-file", token_file(tmp_path))
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert d.get(path).status_code == 200, path
+    for path in ("/v1/info", "/v1/kernels", "/v1/jobs/" + "0" * 36, "/no/such/route"):
+        assert_401(d.get(path))
+    assert_401(d.post("/v1/gemm", SMALL))
+    assert_401(d.delete("/v1/jobs/x"))
+    r = d.post("/v1/gemm", SMALL, headers=bearer())
+    assert r.status_code == 200, r.text
+    assert d.get("/v1/info", headers=bearer()).status_code == 200
+    assert d.get("/v1/info", headers={"Authorization": "bearer " + TOKEN}).status_code == 200
+    r = d.post("/v1/jobs", dict(SMALL, op="gemm"), headers=bearer())
+    assert r.status_code == 202, r.text
+    assert d.get(r.headers["Location"], headers=bearer()).status_code == 200
+
+
+WRONG_AUTHORIZATION = [
+    None, "", "Bearer", "Bearer ", "Basic " + TOKEN, TOKEN, "Bearer " + TOKEN[:-1],
+    "Bearer " + TOKEN + "x", "Bearer " + TOKEN.upper(), "Bearer " + "x" * len(TOKEN),
+    "Bearer " + TOKEN[:-1] + "\x01", "Bearer " + "x" * 5000, "Bearer  " + TOKEN + " x",
+]
+
+
+def test_auth_refuses_wrong_tokens(start_daemon, tmp_path):
+    d = start_daemon("--auth-token-file", token_file(tmp_path))
+    for value in WRONG_AUTHORIZATION:
+        headers = {} if value is None else {"Authorization": value}
+        assert_401(d.get("/v1/info", headers=headers))
+        assert_401(d.post("/v1/gemm", SMALL, headers=headers))
+
+
+def test_metrics_auth_protects_metrics(start_daemon, tmp_path):
+    d = start_daemon("--auth-token-file", token_file(tmp_path), "--metrics-auth")
+    assert_401(d.get("/metrics"))
+    assert d.get("/metrics", headers=bearer()).status_code == 200
+    assert d.get("/healthz").status_code == 200
+    assert d.get("/readyz").status_code == 200
+
+
+def test_token_file_crlf_is_stripped(start_daemon, tmp_path):
+    d = start_daemon("--auth-token-file", token_file(tmp_path, TOKEN + "\r\n"))
+    assert d.get("/v1/info", headers=bearer()).status_code == 200
+
+
+@pytest.mark.parametrize("content", [None, "", "\n", "\r\n\n"], ids=["missing", "empty", "newline", "crlf"])
+def test_unusable_token_file_refuses_to_start(tmp_path, content):
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_text(content)
+    err = run_bad_start("--auth-token-file", str(path), tmp_path=tmp_path)
+    assert "--auth-token-file" in err, err
+
+
+def test_token_file_from_environment(start_daemon, tmp_path):
+    d = start_daemon(env={"CRUNCHD_AUTH_TOKEN_FILE": token_file(tmp_path)})
+    assert_401(d.get("/v1/info"))
+    assert d.get("/v1/info", headers=bearer()).status_code == 200
+
+
+# -- logs --------------------------------------------------------------------------------------------
+
+def test_no_token_or_body_in_logs(start_daemon, tmp_path):
+    """Neither the bearer token (right or wrong) nor any byte of a body reaches the log, in
+    either log format, whatever the answer."""
+    canary_num = 98765.4321
+    canary_str = "zq-canary-kernel-77"
+    wrong = "wrong-token-canary-55aa"
+    for fmt in ("text", "json"):
+        d = start_daemon("--auth-token-file", token_file(tmp_path), "--log-format", fmt, name=f"log-{fmt}")
+        body = {"a": [[canary_num, 1]], "b": [[1], [2]]}
+        assert d.post("/v1/gemm", body, headers=bearer()).status_code == 200
+        r = d.post("/v1/gemm", dict(body, kernel=canary_str), headers=bearer())
+        assert r.status_code == 400, r.text
+        r = d.post("/v1/gemm", data=b'{"a": "' + canary_str.encode() + b'"', headers=bearer())
+        assert r.status_code == 400, r.text
+        assert_401(d.post("/v1/gemm", body, headers=bearer(wrong)))
+        d.stop()
+        log = d.log_text()
+        assert "POST /v1/gemm" in log or '"path":"/v1/gemm"' in log, log[-2000:]
+        for secret in (TOKEN, wrong, "98765", canary_str):
+            assert secret not in log, f"{secret!r} in the {fmt} log"
+
+
+def test_binds_loopback_by_default(tmp_path):
+    port_file = tmp_path / "port"
+    log_path = tmp_path / "default-bind.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRUNCHD_")}
+    with open(log_path, "wb") as log:
+        p = subprocess.Popen([BIN, "--port", "0", "--port-file", str(port_file), "--backend", BACKEND],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not (port_file.exists() and port_file.read_text().strip()):
+                assert p.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.02)
+            port = int(port_file.read_text())
+            assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+        finally:
+            p.terminate()
+            rc = p.wait(timeout=60 * SLOW)
+    text = log_path.read_text()
+    assert rc == 0, text
+    assert f"listening on 127.0.0.1:{port}" in text, text
+
+
+# -- TLS ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 made with openssl (certtool as a fallback)."""
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    if shutil.which("openssl"):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                        "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True, timeout=60)
+    elif shutil.which("certtool"):
+        tmpl = d / "tmpl"
+        tmpl.write_text('cn = "127.0.0.1"\nip_address = "127.0.0.1"\nexpiration_days = 2\ntls_www_server\n')
+        subprocess.run(["certtool", "--generate-privkey", "--outfile", str(key)], check=True,
+                       capture_output=True, timeout=60)
+        subprocess.run(["certtool", "--generate-self-signed", "--load-privkey", str(key),
+                        "--template", str(tmpl), "--outfile", str(cert)], check=True,
+                       capture_output=True, timeout=60)
+    else:
+        pytest.skip("neither openssl nor certtool is installed (make deps)")
+    return str(cert), str(key)
+
+
+def curl(*args):
+    if not shutil.which("curl"):
+        pytest.skip("curl is not installed (make deps)")
+    p = subprocess.run(["curl", "-sS", "--max-time", str(int(30 * SLOW))] + list(args),
+                       capture_output=True, text=True, timeout=60 * SLOW)
+    return p
+
+
+def test_tls_with_curl(start_daemon, self_signed, tmp_path):
+    cert, key = self_signed
+    d = start_daemon("--tls-cert", cert, "--tls-key", key, "--auth-token-file", token_file(tmp_path),
+                     start=False)
+    d.verify = cert
+    d.start()
+    base = f"https://127.0.0.1:{d.port}"
+    p = curl("--cacert", cert, base + "/healthz")
+    assert p.returncode == 0 and json.loads(p.stdout) == {"status": "ok"}, (p.returncode, p.stderr)
+    p = curl("--cacert", cert, "-H", "Content-Type: application/json", "-H", f"Authorization: Bearer {TOKEN}",
+             "-d", json.dumps(SMALL), base + "/v1/gemm")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["result"]["data"] == [19, 22, 43, 50], p.stdout
+    p = curl("--cacert", cert, "-o", "/dev/null", "-w", "%{http_code}", base + "/v1/info")
+    assert p.stdout == "401", p.stdout
+    # Unverified certificates are refused by a client that checks, and plain HTTP gets nothing.
+    assert curl(base + "/healthz").returncode != 0
+    assert curl(f"http://127.0.0.1:{d.port}/healthz").returncode != 0
+    assert d.get("/readyz").status_code == 200  # still serving after the bad handshakes
+
+
+@pytest.mark.parametrize("which", ["cert-only", "key-only", "missing-files", "garbage"])
+def test_tls_bad_configuration_refuses_to_start(self_signed, tmp_path, which):
+    cert, key = self_signed
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    args = {"cert-only": ["--tls-cert", cert],
+            "key-only": ["--tls-key", key],
+            "missing-files": ["--tls-cert", str(tmp_path / "nope.pem"), "--tls-key", key],
+            "garbage": ["--tls-cert", str(junk), "--tls-key", str(junk)]}[which]
+    err = run_bad_start(*args, tmp_path=tmp_path)
+    assert "tls" in err.lower() or "TLS" in err, err
