@@ -50,7 +50,7 @@ BENCH_SRC  := $(wildcard bench/*.cu)
 BENCH_BIN  := $(if $(NVCC),$(BENCH_SRC:bench/%.cu=$(BUILD)/bench/%))
 
 .PHONY: help deps build build-fault run test test-unit test-http test-asan test-gpu bench clean install
-.PHONY: test-deploy docker-lint
+.PHONY: test-deploy docker-lint fuzz soak
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -109,8 +109,26 @@ $(BUILD)/bench/json_bench: bench/json_bench.c $(SERVER_OBJ) $(BUILD)/libcrunchke
 build-fault: ## a test build with the fault-injection switch (build-fault/crunchd), for tests/http/test_fault.py
 	@$(MAKE) --no-print-directory BUILD=build-fault EXTRA_DEF=-DCRUNCHD_FAULT_INJECTION build-fault/crunchd
 
+FUZZ_SECONDS ?= 60
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+
+fuzz: ## build every tests/fuzz/fuzz_*.c with clang (libFuzzer+ASan+UBSan), run each FUZZ_SECONDS (60)
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang NVCC= OPT="-O1 -g -fno-omit-frame-pointer" \
+	  SAN="$(FUZZ_SAN)" $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/fuzz/%)
+	scripts/fuzz.sh build-fuzz/fuzz $(FUZZ_SECONDS) $(FUZZ_RUNS)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LIBS)
+
+SOAK_SECONDS ?= 120
+
+soak: $(BUILD)/crunchd ## mixed valid+invalid load for SOAK_SECONDS (120): fails if RSS or fds grow
+	CRUNCHD_BIN=$(abspath $(BUILD)/crunchd) $(PYTHON) scripts/soak.py --seconds $(SOAK_SECONDS)
+
 clean: ## remove build outputs
-	rm -rf build build-asan build-fault
+	rm -rf build build-asan build-fault build-fuzz
 
 install: $(BUILD)/crunchd ## install the binary, the systemd unit and /etc/default/crunchd under $(DESTDIR)
 	install -D -m 0755 $(BUILD)/crunchd $(DESTDIR)$(PREFIX)/bin/crunchd

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 apt_pkgs=(build-essential pkg-config libmicrohttpd-dev libcjson-dev uuid-dev libopenblas-dev
-          libgnutls28-dev curl python3 python3-pip clang
+          libgnutls28-dev curl openssl python3 python3-pip clang
           prometheus)  # prometheus: promtool for tests/deploy
 # tritonclient.http (not tritonclient): its [http] extra, geventhttpclient, is what tests need
 py_mods=(numpy pytest requests prometheus_client yaml openapi_spec_validator openapi_schema_validator
