@@ -98,6 +98,10 @@ bench: build ## on a GPU machine: kernel sweep vs cuBLAS/CUB -> bench/results/
 
 JSON_BENCH_SIDE ?= 1024
 
+.PHONY: bench-e2e
+bench-e2e: build ## on a GPU machine: 4096² GEMM as .npy and a 512 MiB histogram over HTTP vs their floors
+	$(PYTHON) scripts/bench_e2e.py $(BUILD) bench/results/e2e.csv
+
 .PHONY: bench-json
 bench-json: $(BUILD)/bench/json_bench ## JSON decode/encode MB/s per core and peak memory vs body (any machine)
 	$(BUILD)/bench/json_bench $(JSON_BENCH_SIDE)
