@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cuda_worker.h"
+#include "pinned_pool.h"
 
 #define F32 CR_DT_BIT(CR_DT_F32)
 #define F64 CR_DT_BIT(CR_DT_F64)
@@ -75,6 +76,7 @@ cleanup:
 
 static void cuda_shutdown(void)
 {
+    cr_pinned_release_all();
     n_devices = 0; /* the driver releases contexts at process exit; workers are destroyed first */
 }
 
@@ -105,24 +107,11 @@ cleanup:
 
 static const cr_kernel_info *cuda_kernel_list(size_t *count) { return cr_cuda_kernel_list(count); }
 
-/* Pinned (page-locked) host memory, portable to every device's context: uploads land in it and
- * the worker copies them to the device directly. NULL when pinning fails (the caller falls back
- * to pageable memory, which the worker stages). */
-static void *cuda_host_alloc(size_t bytes)
-{
-    void *p = NULL;
-    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
-        cudaGetLastError(); /* not sticky: leave no error behind for the workers' next call */
-        return NULL;
-    }
-    return p;
-}
-
-static void cuda_host_free(void *p)
-{
-    if (p && cudaFreeHost(p) != cudaSuccess)
-        cudaGetLastError();
-}
+/* Pinned (page-locked) host memory, portable to every device's context, from a cache of blocks
+ * (pinned_pool.cu): uploads land in it and the worker copies them to the device directly. NULL
+ * when pinning fails (the caller falls back to pageable memory, which the worker stages). */
+static void *cuda_host_alloc(size_t bytes) { return cr_pinned_alloc(bytes); }
+static void cuda_host_free(void *p) { cr_pinned_free(p); }
 
 extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *err, size_t errlen);
 extern "C" void cr_cuda_worker_destroy(cr_worker *w);
