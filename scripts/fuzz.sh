@@ -15,8 +15,10 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export OPENBLAS_NUM_THREADS=1
 failed=()
+ran=0
 for bin in "$dir"/fuzz_*; do
   [ -x "$bin" ] || continue
+  ran=$((ran + 1))
   name=$(basename "$bin"); name=${name#fuzz_}
   seed="$root/tests/fuzz/corpus/$name"; scratch="$root/tests/fuzz/corpus-run/$name"
   art="$root/tests/fuzz/artifacts/$name"; reg="$root/tests/fuzz/regressions/$name"
@@ -37,8 +39,12 @@ for bin in "$dir"/fuzz_*; do
     failed+=("$name")
   fi
 done
+if [ "$ran" -eq 0 ]; then
+  echo "fuzz: no harness in $dir (make fuzz builds them)"
+  exit 1
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: failed: ${failed[*]} (copy the artifact into tests/fuzz/regressions/NAME/ once fixed)"
   exit 1
 fi
-echo "fuzz: every harness ran clean"
+echo "fuzz: all $ran harness(es) ran clean"

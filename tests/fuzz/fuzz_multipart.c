@@ -155,7 +155,11 @@ static int send_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* Reads until the daemon closes; returns the status code, 0 when no status line came. */
+/* Reads until the daemon closes; returns the status code, 0 when no status line came, -1 when
+ * the connection was reset before one did: the daemon answered early (a malformed body is
+ * refused before its end) and closed with our unsent bytes unread, so the kernel reset the
+ * connection and may drop the answer. The daemon runs in this process, so a reset is never a
+ * crash of it. (Found by this harness; kept in tests/fuzz/regressions/multipart/.) */
 static int read_status(int fd)
 {
     char head[16] = "";
@@ -169,6 +173,8 @@ static int read_status(int fd)
             fprintf(stderr, "fuzz_multipart: no answer within %d s\n", ANSWER_TIMEOUT_S);
             abort(); /* a hang is a bug: a request that never completes holds a connection */
         }
+        if (k < 0 && errno == ECONNRESET && got == 0)
+            return -1;
         if (k <= 0)
             break;
         if (got < sizeof head - 1) {
@@ -213,6 +219,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)send_all(fd, data, size);
     int status = read_status(fd);
     close(fd);
+    if (status == -1)
+        return 0;
     if (status == 0 || !allowed(status)) {
         fprintf(stderr, "fuzz_multipart: %s answered %d\n", route, status);
         abort();
