@@ -50,7 +50,8 @@ cleanup:
 
 bool cr_auth_exempt(const cr_auth *a, const char *path)
 {
-    if (!a->enabled || strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0)
+    if (!a->enabled || strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0 ||
+        strncmp(path, "/v2/health/", 11) == 0) /* probes carry no credentials, in either protocol */
         return true;
     return strcmp(path, "/metrics") == 0 && !a->protect_metrics;
 }

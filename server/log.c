@@ -68,6 +68,7 @@ void cr_log_req(const cr_log_request *r)
                 r->error_code ? r->error_code : "", r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms);
         return;
     }
+    /* path is escaped in text too: a %0a in a URL must not forge a log line */
     fprintf(stderr, "%s %s %s %d %.3fms in=%llu%s%s%s%s%s%s%s%s%s%s queue=%.3f h2d=%.3f kernel=%.3f d2h=%.3f\n",
             ts, r->method, path, r->status, r->ms, r->bytes_in, r->id ? " id=" : "", r->id ? r->id : "",
             r->op ? " op=" : "", r->op ? r->op : "", r->shape ? " shape=" : "", r->shape ? r->shape : "",
