@@ -62,10 +62,15 @@ build: $(BUILD)/crunchd $(UNIT_BIN) $(GPU_BIN) $(BENCH_BIN) ## build the daemon 
 	@if [ -n "$(NVCC)" ]; then echo "built crunchd with the CUDA and CPU backends ($(CUDA_ARCH))"; \
 	 else echo "nvcc not found: built crunchd with the CPU backend only"; fi
 
-run: deps build ## build and start the daemon on :$(PORT) (cuda if a GPU answers, else cpu)
+# deps must finish before anything compiles, so run and test build in a sub-make (in parallel).
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+
+run: deps ## build and start the daemon on :$(PORT) (cuda if a GPU answers, else cpu)
+	@$(MAKE) --no-print-directory -j$(NPROC) build
 	$(BUILD)/crunchd --port $(PORT) --backend auto
 
-test: deps build ## every test this machine can run (unit, HTTP, ASan+UBSan HTTP)
+test: deps ## every test this machine can run (unit, HTTP, ASan+UBSan HTTP, deployment checks)
+	@$(MAKE) --no-print-directory -j$(NPROC) build
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-http
 	@$(MAKE) --no-print-directory test-asan
@@ -79,7 +84,7 @@ test-http: $(BUILD)/crunchd ## pytest black-box tests against a real daemon (CRU
 	CRUNCHD_BIN=$(abspath $(BUILD)/crunchd) $(PYTHON) -m pytest -q tests/http $(PYTEST_ARGS)
 
 test-asan: ## the HTTP tests against an ASan+UBSan build of the daemon (CPU backend)
-	@$(MAKE) --no-print-directory BUILD=build-asan NVCC= OPT="-O1 -g -fno-omit-frame-pointer" \
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-asan NVCC= OPT="-O1 -g -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" build-asan/crunchd
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  CRUNCHD_BIN=$(abspath build-asan/crunchd) $(PYTHON) -m pytest -q tests/http $(PYTEST_ARGS)
