@@ -66,7 +66,7 @@ static char *jb_finish(jbuf *b, size_t *len)
 }
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t cr_utf8_len(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
     size_t need;
@@ -115,7 +115,7 @@ static void jb_string(jbuf *b, const char *s)
                 jb_put(b, esc, 6);
             i++;
         } else {
-            size_t k = utf8_len(u + i, n - i);
+            size_t k = cr_utf8_len(u + i, n - i);
             if (k == 0) {
                 jb_lit(b, "\\ufffd");
                 i++;

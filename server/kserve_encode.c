@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kserve.h"
+#include "json_response.h"
 #include "kserve_internal.h"
 #include "numfmt.h"
 
@@ -52,31 +53,6 @@ static void kb_lit(kbuf *b, const char *s)
     kb_put(b, s, strlen(s));
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0], cp, min;
-    size_t need;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 2, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF)
-        need = 3, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4)
-        need = 4, min = 0x10000;
-    else
-        return 0;
-    if (n < need)
-        return 0;
-    cp = c & (0x7Fu >> need);
-    for (size_t i = 1; i < need; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    return cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) ? 0 : need;
-}
 
 /* A JSON string. The client's id and the error messages (which quote the client's names) may
  * hold anything: bytes that are not UTF-8 become U+FFFD so the body always parses. */
@@ -87,7 +63,7 @@ static void kb_str(kbuf *b, const char *s)
     kb_put(b, "\"", 1);
     for (size_t i = 0; i < n;) {
         char esc[8];
-        size_t k = utf8_len(u + i, n - i);
+        size_t k = cr_utf8_len(u + i, n - i);
         if (u[i] == '"' || u[i] == '\\')
             kb_put(b, (char[]){'\\', (char)u[i]}, 2);
         else if (u[i] < 0x20)
