@@ -48,4 +48,8 @@ int cr_jlist_fill_in(const cr_jfast *fast, const cJSON *list, const char *path, 
 /* The JSON type of a node in words, for messages ("a string", "null", ...). */
 const char *cr_json_type_name(const cJSON *node);
 
+/* Where JSON text holds a control character JSON forbids (raw, or "\u0000" in a string, which
+ * cJSON would let through and C strings would cut short); NULL when none. */
+const char *cr_json_stray_control(const char *s, size_t n);
+
 #endif

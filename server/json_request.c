@@ -31,7 +31,7 @@ static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || 
  * JSON's whitespace (cJSON skips every byte <= 32, NUL included, as whitespace), raw ones inside
  * strings, and "\u0000" (cJSON lets it through, and the NUL ends the C string early, so
  * "float32\u0000junk" would read as "float32"). No field of ours takes one. NULL when none. */
-static const char *stray_control(const char *s, size_t n)
+const char *cr_json_stray_control(const char *s, size_t n)
 {
     bool in_string = false;
     for (size_t i = 0; i < n; i++) {
@@ -77,7 +77,7 @@ static cJSON *parse_body(const char *body, size_t len, cr_jfast *fast, cr_error 
                 cr_jfast_body_offset(fast, at));
         return NULL;
     }
-    const char *bad = stray_control(text, text_len);
+    const char *bad = cr_json_stray_control(text, text_len);
     if (bad) {
         cJSON_Delete(root);
         cr_fail(err, 400, "invalid_json", "",

@@ -67,6 +67,14 @@ static cJSON *parse_header(const char *body, size_t len, cr_error *err)
                 "the inference request is not valid JSON (error at byte %zu)", at);
         return NULL;
     }
+    const char *bad = cr_json_stray_control(body, (size_t)(end - body));
+    if (bad) {
+        cJSON_Delete(root);
+        cr_fail(err, 400, "invalid_json", "",
+                "control character or \\u0000 where JSON allows none (at byte %zu)",
+                (size_t)(bad - body));
+        return NULL;
+    }
     size_t at = (size_t)(end - body);
     while (at < len &&
            (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n'))

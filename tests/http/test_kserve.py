@@ -393,3 +393,11 @@ def test_answers_match_openapi(daemon):
     check("/v2/models/{model_name}/infer", "post", 200, r.json())
     r = daemon.post("/v2/models/gemm/versions/1/infer", {"inputs": []})
     check("/v2/models/{model_name}/versions/{model_version}/infer", "post", 400, r.json())
+
+
+def test_nul_in_a_string_is_refused_like_v1(daemon):
+    """cJSON passes "\\u0000" through and C strings would cut the value short there: refused."""
+    body = ('{"inputs":[{"name":"a","shape":[1,1],"datatype":"FP32","data":[1]}],'
+            '"parameters":{"kernel":"reference\\u0000junk"}}')
+    r = daemon.post("/v2/models/ata/infer", data=body, headers={"Content-Type": "application/json"})
+    assert "u0000" in ks_error(r, 400)
