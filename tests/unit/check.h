@@ -17,6 +17,19 @@ static int check_passed, check_failed;
         }                                                                            \
     } while (0)
 
+/* CHECK with a printf-style message saying what was expected and what came instead. */
+#define CHECK_MSG(cond, ...)                                                         \
+    do {                                                                             \
+        if (cond)                                                                    \
+            check_passed++;                                                          \
+        else {                                                                       \
+            check_failed++;                                                          \
+            fprintf(stderr, "%s:%d: CHECK failed: ", __FILE__, __LINE__);            \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+        }                                                                            \
+    } while (0)
+
 static inline int check_summary(const char *name)
 {
     printf("%s: %d passed, %d failed\n", name, check_passed, check_failed);

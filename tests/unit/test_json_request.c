@@ -4,21 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "server/request.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            passed++;                                                                          \
-        } else {                                                                               \
-            failed++;                                                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-        }                                                                                      \
-    } while (0)
 
 static const cr_limits lim = {
     .max_elements = 1u << 20, .max_total_bytes = 32u << 20, .max_bins = 4096,
@@ -159,15 +147,15 @@ static void test_bad_cases(void)
         cr_request r;
         cr_error e;
         int rc = decode(c->op, c->body, &r, &e);
-        CHECK(rc == -1 && e.http == c->http && strcmp(e.code, c->code) == 0 &&
+        CHECK_MSG(rc == -1 && e.http == c->http && strcmp(e.code, c->code) == 0 &&
                   strcmp(e.field, c->field) == 0,
               "case %zu %s: got rc=%d %d %s field \"%s\" (%s); want %d %s \"%s\"", i, c->body, rc,
               e.http, e.code, e.field, e.message, c->http, c->code, c->field);
-        CHECK(e.message[0] != '\0', "case %zu has no message", i);
-        CHECK(r.bufs[0] == NULL && r.bufs[1] == NULL && r.bufs[2] == NULL,
+        CHECK_MSG(e.message[0] != '\0', "case %zu has no message", i);
+        CHECK_MSG(r.bufs[0] == NULL && r.bufs[1] == NULL && r.bufs[2] == NULL,
               "case %zu left buffers behind", i);
     }
-    CHECK(n >= 40, "only %zu malformed cases", n);
+    CHECK_MSG(n >= 40, "only %zu malformed cases", n);
 }
 
 /* ---- valid inputs ------------------------------------------------------------------------- */
@@ -179,27 +167,27 @@ static void test_gemm_forms_and_defaults(void)
     const char *body = "{\"a\": {\"rows\": 2, \"cols\": 3, \"data\": [1,2,3,4,5,6]},\n"
                        " \"b\": [[1,0],[0,1],[1,1]]}";
     int rc = decode(G, body, &r, &e);
-    CHECK(rc == 0, "design.md example: %s", e.message);
+    CHECK_MSG(rc == 0, "design.md example: %s", e.message);
     if (rc != 0)
         return;
     const cr_gemm_task *g = &r.task.u.gemm;
-    CHECK(r.task.op == CR_OP_GEMM && r.task.dtype == CR_DT_F32 &&
+    CHECK_MSG(r.task.op == CR_OP_GEMM && r.task.dtype == CR_DT_F32 &&
               r.task.precision == CR_PREC_DEFAULT && r.task.kernel == NULL,
           "task defaults");
-    CHECK(strcmp(r.kernel, "auto") == 0, "kernel default %s", r.kernel);
-    CHECK(g->m == 2 && g->n == 2 && g->k == 3, "shape %lld %lld %lld", (long long)g->m,
+    CHECK_MSG(strcmp(r.kernel, "auto") == 0, "kernel default %s", r.kernel);
+    CHECK_MSG(g->m == 2 && g->n == 2 && g->k == 3, "shape %lld %lld %lld", (long long)g->m,
           (long long)g->n, (long long)g->k);
-    CHECK(g->alpha == 1.0 && g->beta == 0.0 && !g->trans_a && !g->trans_b && g->c_in == NULL,
+    CHECK_MSG(g->alpha == 1.0 && g->beta == 0.0 && !g->trans_a && !g->trans_b && g->c_in == NULL,
           "scalar defaults");
-    CHECK(r.timeout_ms == 0 && r.body_bytes == strlen(body) && !r.is_float_hist, "misc");
+    CHECK_MSG(r.timeout_ms == 0 && r.body_bytes == strlen(body) && !r.is_float_hist, "misc");
     const float *a = g->a, *b = g->b;
-    CHECK(a[0] == 1 && a[5] == 6 && b[0] == 1 && b[1] == 0 && b[4] == 1 && b[5] == 1,
+    CHECK_MSG(a[0] == 1 && a[5] == 6 && b[0] == 1 && b[1] == 0 && b[4] == 1 && b[5] == 1,
           "values");
-    CHECK(cr_request_alloc_output(&r, &e) == 0 && g->c_out != NULL &&
+    CHECK_MSG(cr_request_alloc_output(&r, &e) == 0 && g->c_out != NULL &&
               r.buf_bytes[3] == 2 * 2 * sizeof(float),
           "alloc_output");
     cr_request_free(&r);
-    CHECK(r.bufs[0] == NULL && r.task.u.gemm.a == NULL, "free zeroes");
+    CHECK_MSG(r.bufs[0] == NULL && r.task.u.gemm.a == NULL, "free zeroes");
     cr_request_free(&r); /* twice is fine */
 }
 
@@ -213,24 +201,24 @@ static void test_gemm_all_fields(void)
         "\"precision\":\"fp32\",\"kernel\":\"blocktile\",\"alpha\":2.5,\"beta\":-1,"
         "\"trans_a\":true,\"trans_b\":true,\"timeout_ms\":1500}";
     int rc = decode(G, body, &r, &e);
-    CHECK(rc == 0, "all fields: %s", e.message);
+    CHECK_MSG(rc == 0, "all fields: %s", e.message);
     if (rc != 0)
         return;
     const cr_gemm_task *g = &r.task.u.gemm;
-    CHECK(g->m == 2 && g->k == 3 && g->n == 2, "trans shapes");
-    CHECK(g->trans_a && g->trans_b && g->alpha == 2.5 && g->beta == -1, "scalars");
-    CHECK(r.task.dtype == CR_DT_F64 && strcmp(r.kernel, "blocktile") == 0 &&
+    CHECK_MSG(g->m == 2 && g->k == 3 && g->n == 2, "trans shapes");
+    CHECK_MSG(g->trans_a && g->trans_b && g->alpha == 2.5 && g->beta == -1, "scalars");
+    CHECK_MSG(r.task.dtype == CR_DT_F64 && strcmp(r.kernel, "blocktile") == 0 &&
               r.timeout_ms == 1500,
           "dtype/kernel/timeout");
-    CHECK(g->c_in != NULL && ((const double *)g->c_in)[2] == 0.125, "c");
+    CHECK_MSG(g->c_in != NULL && ((const double *)g->c_in)[2] == 0.125, "c");
     cr_request_free(&r);
 
     rc = decode(G, "{\"a\":[[1]],\"b\":[[1]],\"precision\":\"tf32\",\"kernel\":\"all\"}", &r, &e);
-    CHECK(rc == 0 && r.task.precision == CR_PREC_TF32 && strcmp(r.kernel, "all") == 0,
+    CHECK_MSG(rc == 0 && r.task.precision == CR_PREC_TF32 && strcmp(r.kernel, "all") == 0,
           "tf32: %s", e.message);
     cr_request_free(&r);
     rc = decode(G, "{\"a\":[[1]],\"b\":[[1]],\"beta\":2}", &r, &e);
-    CHECK(rc == 0 && r.task.u.gemm.c_in == NULL && r.task.u.gemm.beta == 2,
+    CHECK_MSG(rc == 0 && r.task.u.gemm.c_in == NULL && r.task.u.gemm.beta == 2,
           "beta without c means C = 0: %s", e.message);
     cr_request_free(&r);
 }
@@ -241,18 +229,18 @@ static void test_precision_kept(void)
     cr_error e;
     int rc = decode(G, "{\"a\":[[0.30000000000000004, 1e-300]],\"b\":[[0.1],[2]],"
                        "\"dtype\":\"float64\"}", &r, &e);
-    CHECK(rc == 0, "float64: %s", e.message);
+    CHECK_MSG(rc == 0, "float64: %s", e.message);
     if (rc == 0) {
         const double *a = r.task.u.gemm.a;
-        CHECK(a[0] == 0.30000000000000004 && a[0] != 0.3 && a[1] == 1e-300,
+        CHECK_MSG(a[0] == 0.30000000000000004 && a[0] != 0.3 && a[1] == 1e-300,
               "float64 values kept exactly");
     }
     cr_request_free(&r);
     rc = decode(G, "{\"a\":[[0.1, 16777217, 1e-45]],\"b\":[[1],[2],[3]]}", &r, &e);
-    CHECK(rc == 0, "float32: %s", e.message);
+    CHECK_MSG(rc == 0, "float32: %s", e.message);
     if (rc == 0) {
         const float *a = r.task.u.gemm.a;
-        CHECK(a[0] == 0.1f && a[1] == 16777216.0f && a[2] == 1e-45f, "float32 rounding");
+        CHECK_MSG(a[0] == 0.1f && a[1] == 16777216.0f && a[2] == 1e-45f, "float32 rounding");
     }
     cr_request_free(&r);
 }
@@ -263,13 +251,13 @@ static void test_ata(void)
     cr_error e;
     int rc = decode(A, "{\"a\":{\"rows\":3,\"cols\":2,\"data\":[1,2,3,4,5,6]},\"kernel\":"
                        "\"symtile\",\"dtype\":\"float64\"}", &r, &e);
-    CHECK(rc == 0, "ata: %s", e.message);
+    CHECK_MSG(rc == 0, "ata: %s", e.message);
     if (rc != 0)
         return;
-    CHECK(r.task.op == CR_OP_ATA && r.task.u.ata.m == 3 && r.task.u.ata.n == 2 &&
+    CHECK_MSG(r.task.op == CR_OP_ATA && r.task.u.ata.m == 3 && r.task.u.ata.n == 2 &&
               !r.task.u.ata.trans_a,
           "ata shape");
-    CHECK(cr_request_alloc_output(&r, &e) == 0 && r.buf_bytes[3] == 4 * sizeof(double) &&
+    CHECK_MSG(cr_request_alloc_output(&r, &e) == 0 && r.buf_bytes[3] == 4 * sizeof(double) &&
               r.task.u.ata.c_out != NULL,
           "ata output");
     cr_request_free(&r);
@@ -280,51 +268,51 @@ static void test_histogram(void)
     cr_request r;
     cr_error e;
     int rc = decode(H, "{\"data\":[0,3,255,3]}", &r, &e);
-    CHECK(rc == 0, "u8 histogram: %s", e.message);
+    CHECK_MSG(rc == 0, "u8 histogram: %s", e.message);
     if (rc == 0) {
         const cr_hist_task *h = &r.task.u.hist;
-        CHECK(r.task.dtype == CR_DT_U8 && h->bins == 256 && h->lo == 0 && h->hi == 256 &&
+        CHECK_MSG(r.task.dtype == CR_DT_U8 && h->bins == 256 && h->lo == 0 && h->hi == 256 &&
                   h->count == 4 && !r.is_float_hist,
               "u8 defaults");
-        CHECK(((const uint8_t *)h->data)[2] == 255, "u8 value");
-        CHECK(cr_request_alloc_output(&r, &e) == 0 && r.task.u.hist.counts &&
+        CHECK_MSG(((const uint8_t *)h->data)[2] == 255, "u8 value");
+        CHECK_MSG(cr_request_alloc_output(&r, &e) == 0 && r.task.u.hist.counts &&
                   r.task.u.hist.counts[255] == 0 && r.buf_bytes[3] == 256 * 8,
               "counts zeroed");
     }
     cr_request_free(&r);
 
     rc = decode(H, "{\"data\":[0.5,-2,7.25],\"dtype\":\"float32\"}", &r, &e);
-    CHECK(rc == 0 && r.is_float_hist && r.task.u.hist.bins == 10 && r.task.u.hist.lo == -2 &&
+    CHECK_MSG(rc == 0 && r.is_float_hist && r.task.u.hist.bins == 10 && r.task.u.hist.lo == -2 &&
               r.task.u.hist.hi == 7.25,
           "numpy default range [min, max]: %s", e.message);
     cr_request_free(&r);
 
     rc = decode(H, "{\"data\":[3,3],\"dtype\":\"float64\"}", &r, &e);
-    CHECK(rc == 0 && r.task.u.hist.lo == 2.5 && r.task.u.hist.hi == 3.5,
+    CHECK_MSG(rc == 0 && r.task.u.hist.lo == 2.5 && r.task.u.hist.hi == 3.5,
           "numpy widens an empty range by 0.5: %s", e.message);
     cr_request_free(&r);
 
     rc = decode(H, "{\"data\":[1],\"dtype\":\"float32\",\"range\":[1,1]}", &r, &e);
-    CHECK(rc == 0 && r.task.u.hist.lo == 0.5 && r.task.u.hist.hi == 1.5,
+    CHECK_MSG(rc == 0 && r.task.u.hist.lo == 0.5 && r.task.u.hist.hi == 1.5,
           "numpy widens an explicit empty range by 0.5: %s", e.message);
     cr_request_free(&r);
 
     rc = decode(H, "{\"data\":[],\"dtype\":\"float64\"}", &r, &e);
-    CHECK(rc == 0 && r.task.u.hist.count == 0 && r.task.u.hist.lo == 0 &&
+    CHECK_MSG(rc == 0 && r.task.u.hist.count == 0 && r.task.u.hist.lo == 0 &&
               r.task.u.hist.hi == 1,
           "empty data: numpy's [0, 1]: %s", e.message);
     cr_request_free(&r);
 
     rc = decode(H, "{\"data\":[0.1,0.9],\"dtype\":\"float64\",\"bins\":100,\"range\":[0,1]}",
                 &r, &e);
-    CHECK(rc == 0 && r.task.u.hist.bins == 100 && r.task.u.hist.lo == 0 &&
+    CHECK_MSG(rc == 0 && r.task.u.hist.bins == 100 && r.task.u.hist.lo == 0 &&
               r.task.u.hist.hi == 1 && ((const double *)r.task.u.hist.data)[0] == 0.1,
           "explicit bins/range: %s", e.message);
     cr_request_free(&r);
 
     rc = decode(H, "{\"data\":[1,2],\"bins\":16,\"range\":[0,32],\"kernel\":\"smem-vec\"}", &r,
                 &e);
-    CHECK(rc == 0 && r.task.u.hist.bins == 16 && r.task.u.hist.hi == 32 &&
+    CHECK_MSG(rc == 0 && r.task.u.hist.bins == 16 && r.task.u.hist.hi == 32 &&
               strcmp(r.kernel, "smem-vec") == 0,
           "u8 with bins/range: %s", e.message);
     cr_request_free(&r);
@@ -335,28 +323,28 @@ static void test_async_and_framing(void)
     cr_request r;
     cr_error e;
     int rc = decode(J, "{\"op\":\"histogram\",\"data\":[1]}", &r, &e);
-    CHECK(rc == 0 && r.task.op == CR_OP_HISTOGRAM, "async op: %s", e.message);
+    CHECK_MSG(rc == 0 && r.task.op == CR_OP_HISTOGRAM, "async op: %s", e.message);
     cr_request_free(&r);
     rc = decode(A, "{\"op\":\"ata\",\"a\":[[1]]}", &r, &e);
-    CHECK(rc == 0 && r.task.op == CR_OP_ATA, "sync form may repeat its op: %s", e.message);
+    CHECK_MSG(rc == 0 && r.task.op == CR_OP_ATA, "sync form may repeat its op: %s", e.message);
     cr_request_free(&r);
 
     /* The body is not NUL-terminated: bytes after len must not be read as part of it. */
     const char buf[] = "{\"data\":[7]}garbage";
     rc = cr_request_from_json(H, buf, 12, &lim, &r, &e);
-    CHECK(rc == 0 && r.task.u.hist.count == 1, "length-delimited body: %s", e.message);
+    CHECK_MSG(rc == 0 && r.task.u.hist.count == 1, "length-delimited body: %s", e.message);
     cr_request_free(&r);
     char *exact = malloc(12); /* ASan catches any read past the end */
     memcpy(exact, buf, 12);
     rc = cr_request_from_json(H, exact, 12, &lim, &r, &e);
-    CHECK(rc == 0, "exact-size body: %s", e.message);
+    CHECK_MSG(rc == 0, "exact-size body: %s", e.message);
     cr_request_free(&r);
     rc = cr_request_from_json(H, exact, 11, &lim, &r, &e);
-    CHECK(rc == -1 && strcmp(e.code, "invalid_json") == 0 && strstr(e.message, "byte"),
+    CHECK_MSG(rc == -1 && strcmp(e.code, "invalid_json") == 0 && strstr(e.message, "byte"),
           "truncated body names a position: %s", e.message);
     free(exact);
     rc = decode(H, " \n\t{\"data\":[1]} \r\n", &r, &e);
-    CHECK(rc == 0, "surrounding whitespace: %s", e.message);
+    CHECK_MSG(rc == 0, "surrounding whitespace: %s", e.message);
     cr_request_free(&r);
 }
 
@@ -375,15 +363,15 @@ static void test_limits(void)
         n += snprintf(body + n, sizeof body - (size_t)n, "%s%d", i ? "," : "", i);
     snprintf(body + n, sizeof body - (size_t)n, "]}}");
     int rc = cr_request_from_json(G, body, strlen(body), &tight, &r, &e);
-    CHECK(rc == -1 && e.http == 413 && strcmp(e.code, "too_large") == 0 &&
+    CHECK_MSG(rc == -1 && e.http == 413 && strcmp(e.code, "too_large") == 0 &&
               strcmp(e.field, "b") == 0,
           "total bytes: %d %s %s", e.http, e.code, e.field);
     tight.max_total_bytes = 1200;
     rc = cr_request_from_json(G, body, strlen(body), &tight, &r, &e);
-    CHECK(rc == 0, "exactly at the limit: %s", e.message);
+    CHECK_MSG(rc == 0, "exactly at the limit: %s", e.message);
     cr_request_free(&r);
     rc = cr_request_from_json(H, "{\"data\":[1,2,3]}", 16, NULL, &r, &e);
-    CHECK(rc == 0, "NULL limits use defaults: %s", e.message);
+    CHECK_MSG(rc == 0, "NULL limits use defaults: %s", e.message);
     cr_request_free(&r);
 }
 
@@ -392,20 +380,20 @@ static void test_messages(void)
     cr_request r;
     cr_error e;
     decode(G, "{\"a\":[[1]],\"b\":[[1]],\"we\\\"ird\\n\":1}", &r, &e);
-    CHECK(strcmp(e.field, "we\"ird\n") == 0 && strstr(e.message, "we\"ird"),
+    CHECK_MSG(strcmp(e.field, "we\"ird\n") == 0 && strstr(e.message, "we\"ird"),
           "unknown field named verbatim: %s", e.field);
     decode(G, "{\"a\":[1,2,3],\"b\":[[1]]}", &r, &e);
-    CHECK(strstr(e.message, "1-D") != NULL, "1-D list explained: %s", e.message);
+    CHECK_MSG(strstr(e.message, "1-D") != NULL, "1-D list explained: %s", e.message);
     decode(G, "{\"a\":[[1,2],[3,4],[5]],\"b\":[[1]]}", &r, &e);
-    CHECK(strstr(e.message, "a[2]") != NULL, "ragged row named: %s", e.message);
+    CHECK_MSG(strstr(e.message, "a[2]") != NULL, "ragged row named: %s", e.message);
     char longname[400] = "{\"";
     memset(longname + 2, 'x', 300);
     strcpy(longname + 302, "\":1}");
     decode(G, longname, &r, &e);
-    CHECK(strlen(e.field) == sizeof e.field - 1 && strlen(e.message) < sizeof e.message,
+    CHECK_MSG(strlen(e.field) == sizeof e.field - 1 && strlen(e.message) < sizeof e.message,
           "long names truncated safely");
     cr_fail(&e, 400, "invalid_field", "f", "%s", "\xc3\xa9\xc3\xa9\xc3\xa9");
-    CHECK(strcmp(e.message, "\xc3\xa9\xc3\xa9\xc3\xa9") == 0, "utf-8 kept");
+    CHECK_MSG(strcmp(e.message, "\xc3\xa9\xc3\xa9\xc3\xa9") == 0, "utf-8 kept");
     char many[600];
     for (int i = 0; i < 300; i++)
         memcpy(many + 2 * i, "\xc3\xa9", 2);
@@ -413,7 +401,7 @@ static void test_messages(void)
     many[598] = '\0';
     cr_fail(&e, 400, "x", "", "a%s", many); /* 1 + 2k bytes: cut inside a character */
     size_t len = strlen(e.message);
-    CHECK(len < sizeof e.message && ((unsigned char)e.message[len - 1] & 0xC0) == 0x80 &&
+    CHECK_MSG(len < sizeof e.message && ((unsigned char)e.message[len - 1] & 0xC0) == 0x80 &&
               ((unsigned char)e.message[len - 2]) == 0xC3,
           "truncation ends on a whole character (len %zu)", len);
 }
@@ -429,6 +417,5 @@ int main(void)
     test_async_and_framing();
     test_limits();
     test_messages();
-    printf("test_json_request: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary("test_json_request");
 }

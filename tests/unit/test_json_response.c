@@ -6,23 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "server/job.h"
 #include "server/json_response.h"
 #include "server/numfmt.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            passed++;                                                                          \
-        } else {                                                                               \
-            failed++;                                                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-        }                                                                                      \
-    } while (0)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rng(void)
@@ -36,11 +24,11 @@ static uint64_t rng(void)
 /* Parses body (checking len) and returns the tree; NULL counts as a failure. */
 static cJSON *parse(const char *body, size_t len)
 {
-    CHECK(body != NULL && strlen(body) == len, "body and length agree");
+    CHECK_MSG(body != NULL && strlen(body) == len, "body and length agree");
     if (!body)
         return NULL;
     cJSON *j = cJSON_ParseWithLength(body, len);
-    CHECK(j != NULL, "valid JSON: %.200s", body);
+    CHECK_MSG(j != NULL, "valid JSON: %.200s", body);
     return j;
 }
 
@@ -82,7 +70,7 @@ static void test_numfmt(void)
             if (bad32++ < 5)
                 fprintf(stderr, "f32 %a -> %s\n", (double)f, b);
     }
-    CHECK(bad32 == 0, "float32 round trips (%ld bad)", bad32);
+    CHECK_MSG(bad32 == 0, "float32 round trips (%ld bad)", bad32);
     for (long i = 0; i < 1000000; i++) {
         uint64_t u = rng();
         double d;
@@ -99,7 +87,7 @@ static void test_numfmt(void)
             if (bad64++ < 5)
                 fprintf(stderr, "f64 %a -> %s\n", d, b);
     }
-    CHECK(bad64 == 0, "float64 round trips (%ld bad)", bad64);
+    CHECK_MSG(bad64 == 0, "float64 round trips (%ld bad)", bad64);
 
     static const struct { float v; const char *text; } f32[] = {
         {0.1f, "0.1"}, {1.0f, "1"}, {-2.5f, "-2.5"}, {0.0f, "0"}, {-0.0f, "-0"},
@@ -109,26 +97,26 @@ static void test_numfmt(void)
     for (size_t i = 0; i < sizeof f32 / sizeof f32[0]; i++) {
         cr_fmt_f32(b, f32[i].v);
         float back = strtof(b, NULL);
-        CHECK(strcmp(b, f32[i].text) == 0 || (strlen(b) <= strlen(f32[i].text) && back == f32[i].v),
+        CHECK_MSG(strcmp(b, f32[i].text) == 0 || (strlen(b) <= strlen(f32[i].text) && back == f32[i].v),
               "f32 %g -> %s, want %s", (double)f32[i].v, b, f32[i].text);
     }
     cr_fmt_f64(b, 0.1);
-    CHECK(strcmp(b, "0.1") == 0, "0.1 -> %s", b);
+    CHECK_MSG(strcmp(b, "0.1") == 0, "0.1 -> %s", b);
     cr_fmt_f64(b, 0.30000000000000004);
-    CHECK(strcmp(b, "0.30000000000000004") == 0, "0.30000000000000004 -> %s", b);
+    CHECK_MSG(strcmp(b, "0.30000000000000004") == 0, "0.30000000000000004 -> %s", b);
     cr_fmt_f64(b, 5e-324);
-    CHECK(strtod(b, NULL) == 5e-324, "denormal min -> %s", b);
-    CHECK(cr_fmt_f64(b, INFINITY) == 4 && strcmp(b, "null") == 0, "inf -> null");
-    CHECK(cr_fmt_f32(b, NAN) == 4 && strcmp(b, "null") == 0, "nan -> null");
+    CHECK_MSG(strtod(b, NULL) == 5e-324, "denormal min -> %s", b);
+    CHECK_MSG(cr_fmt_f64(b, INFINITY) == 4 && strcmp(b, "null") == 0, "inf -> null");
+    CHECK_MSG(cr_fmt_f32(b, NAN) == 4 && strcmp(b, "null") == 0, "nan -> null");
     static const uint64_t ints[] = {0, 9, 10, 99, 100, 12345678901234567890ull, UINT64_MAX};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         char want[32];
         snprintf(want, sizeof want, "%llu", (unsigned long long)ints[i]);
-        CHECK(cr_fmt_u64(b, ints[i]) == strlen(want) && strcmp(b, want) == 0, "u64 %s -> %s",
+        CHECK_MSG(cr_fmt_u64(b, ints[i]) == strlen(want) && strcmp(b, want) == 0, "u64 %s -> %s",
               want, b);
     }
     cr_fmt_i64(b, INT64_MIN);
-    CHECK(strcmp(b, "-9223372036854775808") == 0, "i64 min -> %s", b);
+    CHECK_MSG(strcmp(b, "-9223372036854775808") == 0, "i64 min -> %s", b);
 }
 
 /* ---- bodies ---------------------------------------------------------------------------- */
@@ -141,9 +129,9 @@ static void test_error_body(void)
             "we\"ird\n");
     char *s = cr_json_error(&e, &len);
     cJSON *j = parse(s, len);
-    CHECK(str_is(j, "error.code", "invalid_field"), "code");
-    CHECK(str_is(j, "error.field", "we\"ird\n"), "field escaped and read back");
-    CHECK(str_is(j, "error.message",
+    CHECK_MSG(str_is(j, "error.code", "invalid_field"), "code");
+    CHECK_MSG(str_is(j, "error.field", "we\"ird\n"), "field escaped and read back");
+    CHECK_MSG(str_is(j, "error.message",
                  "field \"we\"ird\n\" \\ is\tbad\x01 \xc3\xa9 \xef\xbf\xbd end"),
           "message escaped, invalid UTF-8 replaced: %s", s);
     cJSON_Delete(j);
@@ -152,7 +140,7 @@ static void test_error_body(void)
     cr_fail(&e, 404, "not_found", "", "no such job");
     s = cr_json_error(&e, &len);
     j = parse(s, len);
-    CHECK(str_is(j, "error.code", "not_found") && get(j, "error.field") == NULL,
+    CHECK_MSG(str_is(j, "error.code", "not_found") && get(j, "error.field") == NULL,
           "field left out when empty: %s", s);
     cJSON_Delete(j);
     free(s);
@@ -200,14 +188,14 @@ static void test_gemm_result(cr_dtype dt)
     size_t len;
     char *s = cr_json_job_result(j, "cuda", &len);
     cJSON *o = parse(s, len);
-    CHECK(str_is(o, "id", j->id) && str_is(o, "op", "gemm") && str_is(o, "kernel", "cublas") &&
+    CHECK_MSG(str_is(o, "id", j->id) && str_is(o, "op", "gemm") && str_is(o, "kernel", "cublas") &&
               str_is(o, "backend", "cuda") && str_is(o, "device", "NVIDIA H100 80GB HBM3") &&
               str_is(o, "dtype", cr_dtype_name(dt)),
           "gemm header fields");
-    CHECK(get(o, "result.rows")->valuedouble == 37 && get(o, "result.cols")->valuedouble == 29,
+    CHECK_MSG(get(o, "result.rows")->valuedouble == 37 && get(o, "result.cols")->valuedouble == 29,
           "result shape");
     const cJSON *data = get(o, "result.data");
-    CHECK(cJSON_GetArraySize(data) == (int)n, "result has m*n numbers");
+    CHECK_MSG(cJSON_GetArraySize(data) == (int)n, "result has m*n numbers");
     size_t i = 0, mismatches = 0;
     for (const cJSON *e = data ? data->child : NULL; e; e = e->next, i++) {
         if (dt == CR_DT_F64) {
@@ -215,21 +203,21 @@ static void test_gemm_result(cr_dtype dt)
             if (!cJSON_IsNumber(e) || memcmp(&e->valuedouble, &want, 8))
                 mismatches++;
         } else if (i == 5) {
-            CHECK(cJSON_IsNull(e), "inf -> null");
+            CHECK_MSG(cJSON_IsNull(e), "inf -> null");
         } else {
             float got = (float)e->valuedouble, want = ((float *)c)[i];
             if (!cJSON_IsNumber(e) || memcmp(&got, &want, 4))
                 mismatches++;
         }
     }
-    CHECK(mismatches == 0, "%s values round-trip exactly (%zu mismatches)", cr_dtype_name(dt),
+    CHECK_MSG(mismatches == 0, "%s values round-trip exactly (%zu mismatches)", cr_dtype_name(dt),
           mismatches);
-    CHECK(get(o, "timings_ms.kernel")->valuedouble == 0.5 &&
+    CHECK_MSG(get(o, "timings_ms.kernel")->valuedouble == 0.5 &&
               get(o, "timings_ms.queue")->valuedouble == 0.01 &&
               get(o, "timings_ms.total")->valuedouble == 0.3,
           "timings");
     double gflops = 2.0 * 37 * 29 * 11 / 0.5e-3 / 1e9;
-    CHECK(fabs(get(o, "gflops")->valuedouble - gflops) <= 1e-12 * gflops && !get(o, "gbps") &&
+    CHECK_MSG(fabs(get(o, "gflops")->valuedouble - gflops) <= 1e-12 * gflops && !get(o, "gbps") &&
               !get(o, "kernels"),
           "gflops %g", get(o, "gflops")->valuedouble);
     cJSON_Delete(o);
@@ -256,17 +244,17 @@ static void test_ata_compare(void)
     size_t len;
     char *s = cr_json_job_result(j, "cpu", &len);
     cJSON *o = parse(s, len);
-    CHECK(str_is(o, "op", "ata") && get(o, "result.rows")->valuedouble == 2 &&
+    CHECK_MSG(str_is(o, "op", "ata") && get(o, "result.rows")->valuedouble == 2 &&
               cJSON_GetArraySize(get(o, "result.data")) == 4 && get(o, "gflops")->valuedouble == 0,
           "ata body: %s", s);
     const cJSON *k = get(o, "kernels");
-    CHECK(cJSON_GetArraySize(k) == 2, "kernels rows");
+    CHECK_MSG(cJSON_GetArraySize(k) == 2, "kernels rows");
     const cJSON *k0 = cJSON_GetArrayItem(k, 0), *k1 = cJSON_GetArrayItem(k, 1);
-    CHECK(str_is(k0, "kernel", "symtile") && get(k0, "ms")->valuedouble == 0.41 &&
+    CHECK_MSG(str_is(k0, "kernel", "symtile") && get(k0, "ms")->valuedouble == 0.41 &&
               get(k0, "gflops")->valuedouble == 1234.5 &&
               get(k0, "max_rel_error")->valuedouble == 3e-7 && str_is(k0, "status", "ok"),
           "compare row 0");
-    CHECK(str_is(k1, "kernel", "cublas-syrk") && str_is(k1, "status", "device_memory"),
+    CHECK_MSG(str_is(k1, "kernel", "cublas-syrk") && str_is(k1, "status", "device_memory"),
           "compare row 1 status");
     cJSON_Delete(o);
     free(s);
@@ -288,11 +276,11 @@ static void test_histogram_result(void)
     size_t len;
     char *s = cr_json_job_result(j, "cpu", &len);
     cJSON *o = parse(s, len);
-    CHECK(get(o, "result.bins")->valuedouble == 256 &&
+    CHECK_MSG(get(o, "result.bins")->valuedouble == 256 &&
               cJSON_GetArraySize(get(o, "result.counts")) == 256 && !get(o, "result.edges"),
           "u8 histogram");
-    CHECK(strstr(s, ",18446744073709551615]") != NULL, "64-bit counts written exactly");
-    CHECK(get(o, "gbps")->valuedouble == 1000 / 0.5e-3 / 1e9 && !get(o, "gflops"), "gbps");
+    CHECK_MSG(strstr(s, ",18446744073709551615]") != NULL, "64-bit counts written exactly");
+    CHECK_MSG(get(o, "gbps")->valuedouble == 1000 / 0.5e-3 / 1e9 && !get(o, "gflops"), "gbps");
     cJSON_Delete(o);
     free(s);
 
@@ -304,13 +292,13 @@ static void test_histogram_result(void)
     s = cr_json_job_result(j, "cpu", &len);
     o = parse(s, len);
     const cJSON *edges = get(o, "result.edges");
-    CHECK(cJSON_GetArraySize(edges) == 11, "bins + 1 edges");
+    CHECK_MSG(cJSON_GetArraySize(edges) == 11, "bins + 1 edges");
     int edges_ok = 1;
     for (int i = 0; i <= 10; i++) {
         float want = (float)(i == 10 ? 0.1 : -1 + i * (1.1 / 10));
         edges_ok &= (float)cJSON_GetArrayItem(edges, i)->valuedouble == want;
     }
-    CHECK(edges_ok, "edges are numpy.linspace(lo, hi, bins + 1) in float32: %s", s);
+    CHECK_MSG(edges_ok, "edges are numpy.linspace(lo, hi, bins + 1) in float32: %s", s);
     cJSON_Delete(o);
     free(s);
     free(j);
@@ -322,7 +310,7 @@ static void test_status_bodies(void)
     size_t len;
     char *s = cr_json_accepted(j, &len);
     cJSON *o = parse(s, len);
-    CHECK(str_is(o, "id", j->id) && str_is(o, "status", "queued") && cJSON_GetArraySize(o) == 2,
+    CHECK_MSG(str_is(o, "id", j->id) && str_is(o, "status", "queued") && cJSON_GetArraySize(o) == 2,
           "accepted: %s", s);
     cJSON_Delete(o);
     free(s);
@@ -338,19 +326,19 @@ static void test_status_bodies(void)
                 "job ran past its deadline");
         s = cr_json_job_status(j, &len);
         o = parse(s, len);
-        CHECK(str_is(o, "id", j->id) && str_is(o, "op", "gemm") &&
+        CHECK_MSG(str_is(o, "id", j->id) && str_is(o, "op", "gemm") &&
                   str_is(o, "status", cases[i].name) &&
                   (get(o, "timings_ms") != NULL) == cases[i].timings &&
                   (get(o, "error") != NULL) == cases[i].error,
               "status %s: %s", cases[i].name, s);
         if (cases[i].error)
-            CHECK(str_is(o, "error.code", "deadline_exceeded") &&
+            CHECK_MSG(str_is(o, "error.code", "deadline_exceeded") &&
                       (get(o, "error.field") != NULL) == (cases[i].st == CR_JOB_FAILED),
                   "status error object: %s", s);
         cJSON_Delete(o);
         free(s);
     }
-    CHECK(strcmp(cr_job_state_name((cr_job_state)42), "unknown") == 0, "bad state name");
+    CHECK_MSG(strcmp(cr_job_state_name((cr_job_state)42), "unknown") == 0, "bad state name");
     free(j);
 }
 
@@ -363,6 +351,5 @@ int main(void)
     test_ata_compare();
     test_histogram_result();
     test_status_bodies();
-    printf("test_json_response: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return check_summary("test_json_response");
 }
