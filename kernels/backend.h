@@ -129,6 +129,10 @@ struct cr_backend {
      * Callable from any thread; host_alloc returns NULL when it cannot. */
     void *(*host_alloc)(size_t bytes);
     void (*host_free)(void *p);
+    /* Optional (NULL: nothing to do): bytes [0, ready) of a host_alloc block that will hold
+     * `total` bytes are final. cuda starts copying big inputs to a device while the rest of the
+     * request still arrives; run() then waits for that copy instead of making its own. */
+    void (*host_ready)(void *p, size_t ready, size_t total);
 };
 
 extern const cr_backend cr_backend_cpu;

@@ -13,10 +13,12 @@
 #include "request.h"
 
 /* Where input buffers come from: the backend's host allocator (pinned memory on cuda, so the
- * worker copies to the device straight from them), NULL members meaning malloc/free. */
+ * worker copies to the device straight from them), NULL members meaning malloc/free. `ready`
+ * (optional) hears how much of an allocated buffer is final as the body arrives. */
 typedef struct {
     void *(*alloc)(size_t bytes);
     void (*free)(void *p);
+    void (*ready)(void *p, size_t ready, size_t total);
 } cr_host_allocator;
 
 typedef struct cr_bin_part cr_bin_part;

@@ -113,7 +113,8 @@ static cr_limits limits_of(const cr_config *cfg)
 static cr_host_allocator allocator_of(const cr_conn *c)
 {
     const cr_backend *b = c->h->deps.engine ? cr_engine_backend(c->h->deps.engine) : NULL;
-    return (cr_host_allocator){b ? b->host_alloc : NULL, b ? b->host_free : NULL};
+    return (cr_host_allocator){b ? b->host_alloc : NULL, b ? b->host_free : NULL,
+                               b ? b->host_ready : NULL};
 }
 
 /* ---- multipart: the post processor's iterator ------------------------------------------------ */

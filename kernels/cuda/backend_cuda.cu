@@ -5,6 +5,7 @@
 
 #include "cuda_worker.h"
 #include "pinned_pool.h"
+#include "prefetch.h"
 
 #define F32 CR_DT_BIT(CR_DT_F32)
 #define F64 CR_DT_BIT(CR_DT_F64)
@@ -112,6 +113,7 @@ static const cr_kernel_info *cuda_kernel_list(size_t *count) { return cr_cuda_ke
  * when pinning fails (the caller falls back to pageable memory, which the worker stages). */
 static void *cuda_host_alloc(size_t bytes) { return cr_pinned_alloc(bytes); }
 static void cuda_host_free(void *p) { cr_pinned_free(p); }
+static void cuda_host_ready(void *p, size_t ready, size_t total) { cr_prefetch_ready(p, ready, total); }
 
 extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *err, size_t errlen);
 extern "C" void cr_cuda_worker_destroy(cr_worker *w);
@@ -129,4 +131,5 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_cuda_task_device_bytes,
     cuda_host_alloc,
     cuda_host_free,
+    cuda_host_ready,
 };

@@ -3,20 +3,32 @@
  *
  * Device memory for a task is one block from the device's stream-ordered pool, laid out
  * [inputs | output | scratch] with the inputs packed exactly as in the pinned buffer, so one
- * copy moves them all. The output goes back through the same pinned buffer. */
+ * copy moves them all. The output goes back through the same pinned buffer. An input that a
+ * prefetch (prefetch.cu) already copied to this device during its upload takes no room in the
+ * block: the kernel reads the prefetch's buffer once its copies are done. */
 #include <string.h>
 
 #include "ata_hist_kernels.h" /* first: it gives backend.h C linkage */
 #include "cuda_worker.h"
 #include "cuda_kernels.h"
+#include "prefetch.h"
 
 #define ALIGN 256
 #define MAX_INPUTS 3
 
 static size_t align_up(size_t x) { return (x + ALIGN - 1) & ~(size_t)(ALIGN - 1); }
 
+/* Inputs already on this worker's device (prefetched while they were uploaded). */
+typedef struct {
+    bool on[MAX_INPUTS];
+    void *dev[MAX_INPUTS];
+    cudaEvent_t done[MAX_INPUTS]; /* their last copy */
+} resident_inputs;
+
 /* Where each piece of a task lives in the device block (and, for inputs, in pinned memory). */
 typedef struct {
+    resident_inputs res;
+    char *in_dev[MAX_INPUTS]; /* set once the block is allocated */
     const void *in_host[MAX_INPUTS];
     size_t in_off[MAX_INPUTS], in_bytes[MAX_INPUTS];
     int n_in;
@@ -32,12 +44,11 @@ typedef struct {
 
 static void add_input(task_layout *l, const void *host, size_t bytes)
 {
-    size_t off = l->n_in ? align_up(l->in_off[l->n_in - 1] + l->in_bytes[l->n_in - 1]) : 0;
-    l->in_host[l->n_in] = host;
-    l->in_off[l->n_in] = off;
-    l->in_bytes[l->n_in] = bytes;
-    l->in_end = off + bytes;
-    l->n_in++;
+    int i = l->n_in++;
+    l->in_host[i] = host;
+    l->in_bytes[i] = bytes;
+    l->in_off[i] = align_up(l->in_end);
+    l->in_end = l->in_off[i] + (l->res.on[i] ? 0 : bytes);
 }
 
 static void set_output(task_layout *l, void *host, size_t bytes, size_t work_bytes)
@@ -58,9 +69,11 @@ static size_t hist_cub_temp(const cr_task *t)
     return cr_cuda_hist_cub(&d, t->dtype, NULL, &bytes, 0) == cudaSuccess ? bytes : 0;
 }
 
-static void plan_task(const cr_task *t, task_layout *l)
+static void plan_task(const cr_task *t, task_layout *l, const resident_inputs *res)
 {
     memset(l, 0, sizeof *l);
+    if (res)
+        l->res = *res;
     size_t es = cr_dtype_size(t->dtype);
     if (t->op == CR_OP_GEMM) {
         const cr_gemm_task *g = &t->u.gemm;
@@ -89,7 +102,7 @@ static void plan_task(const cr_task *t, task_layout *l)
 uint64_t cr_cuda_task_device_bytes(const cr_task *t)
 {
     task_layout l;
-    plan_task(t, &l);
+    plan_task(t, &l, NULL);
     return l.total;
 }
 
@@ -135,7 +148,7 @@ static cudaError_t run_gemm(cr_worker *w, const cr_task *t, char *dev, const tas
 {
     const cr_gemm_task *gt = &t->u.gemm;
     cr_gemm_dev g = {gt->m, gt->n, gt->k, gt->trans_a, gt->trans_b, gt->alpha,
-                     gt->c_in ? gt->beta : 0.0, dev + l->in_off[0], dev + l->in_off[1], dev + l->out_off};
+                     gt->c_in ? gt->beta : 0.0, l->in_dev[0], l->in_dev[1], dev + l->out_off};
     if (!gt->c_in) /* C treated as zeros: never read uninitialized pool memory, even times 0 */
         CR_CHECK(e, cudaMemsetAsync(g.c, 0, l->out_bytes, w->stream));
     if (strcmp(t->kernel, "cublas") == 0)
@@ -183,7 +196,7 @@ static cudaError_t ata_as_gemm(cr_worker *w, const cr_task *t, const void *a, vo
 static cudaError_t run_ata(cr_worker *w, const cr_task *t, char *dev, const task_layout *l, cr_cuda_err *e)
 {
     const cr_ata_task *at = &t->u.ata;
-    void *a = dev + l->in_off[0], *c = dev + l->out_off;
+    void *a = l->in_dev[0], *c = dev + l->out_off;
     cr_ata_dev d = {at->m, at->n, at->trans_a, a, c, l->work_bytes ? dev + l->work_off : NULL};
     if (at->n == 0)
         return cudaSuccess;
@@ -202,7 +215,7 @@ cleanup:
 static cudaError_t run_hist(cr_worker *w, const cr_task *t, char *dev, const task_layout *l, cr_cuda_err *e)
 {
     const cr_hist_task *h = &t->u.hist;
-    cr_hist_dev d = {h->count, dev + l->in_off[0], h->bins, h->lo, h->hi,
+    cr_hist_dev d = {h->count, l->in_dev[0], h->bins, h->lo, h->hi,
                      (unsigned long long *)(dev + l->out_off)};
     size_t temp_bytes = l->work_bytes;
     if (strcmp(t->kernel, "cub") == 0)
@@ -334,8 +347,23 @@ static cr_status stage_inputs(cr_worker *w, const task_layout *l, char *err, siz
     return CR_OK;
 }
 
+/* The prefetched inputs of this task on this worker's device. Never the in-place output (c with
+ * beta): the kernel overwrites it, and compare mode's next run must read the original again. */
+static bool find_resident(const cr_worker *w, const task_layout *l, resident_inputs *r)
+{
+    bool any = false;
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < l->n_in; i++) {
+        bool in_place = l->out_is_input && i == l->n_in - 1;
+        r->on[i] = !in_place && l->in_bytes[i] &&
+                   cr_prefetch_take(l->in_host[i], l->in_bytes[i], w->device, &r->dev[i], &r->done[i]);
+        any |= r->on[i];
+    }
+    return any;
+}
+
 /* One copy of the packed inputs when all were staged; else one per input, each from wherever
- * it is pinned. */
+ * it is pinned; prefetched inputs only wait for their last chunk. */
 static cudaError_t copy_inputs(cr_worker *w, const task_layout *l, char *dev, cr_cuda_err *e)
 {
     if (!l->any_in_pinned) {
@@ -344,7 +372,9 @@ static cudaError_t copy_inputs(cr_worker *w, const task_layout *l, char *dev, cr
         return cudaSuccess;
     }
     for (int i = 0; i < l->n_in; i++) {
-        if (!l->in_bytes[i])
+        if (l->res.on[i])
+            CR_CHECK(e, cudaStreamWaitEvent(w->stream, l->res.done[i], 0));
+        if (!l->in_bytes[i] || l->res.on[i])
             continue;
         const void *src = l->in_pinned[i] ? l->in_host[i] : (const char *)w->pinned + l->in_off[i];
         CR_CHECK(e, cudaMemcpyAsync(dev + l->in_off[i], src, l->in_bytes[i], cudaMemcpyHostToDevice,
@@ -363,11 +393,16 @@ cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err,
     cr_status st = check_kernel(t, err, errlen);
     if (st != CR_OK)
         return st;
-    plan_task(t, &l);
+    resident_inputs res;
+    plan_task(t, &l, NULL);
+    if (find_resident(w, &l, &res))
+        plan_task(t, &l, &res); /* again, without room for what is already there */
     find_pinned(&l);
     CR_CHECK(&e, cudaSetDevice(w->device));
     /* device memory first: a task too big for the device fails before any host staging */
     CR_CHECK(&e, cudaMallocFromPoolAsync((void **)&dev, l.total ? l.total : 1, w->pool, w->stream));
+    for (int i = 0; i < l.n_in; i++)
+        l.in_dev[i] = l.res.on[i] ? (char *)l.res.dev[i] : dev + l.in_off[i];
     if ((st = stage_inputs(w, &l, err, errlen)) != CR_OK)
         goto cleanup;
     CR_CHECK(&e, cudaEventRecord(w->ev[EV_START], w->stream));

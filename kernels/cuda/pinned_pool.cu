@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "pinned_pool.h"
+#include "prefetch.h"
 
 #define MAX_BLOCKS 256
 #define ROUND (1u << 20) /* sizes round up to 1 MiB so similar requests share blocks */
@@ -103,6 +104,7 @@ void cr_pinned_free(void *p)
 {
     if (!p)
         return;
+    cr_prefetch_drop(p); /* its early device copy must be done reading before anyone reuses it */
     pthread_mutex_lock(&mu);
     for (int i = 0; i < MAX_BLOCKS; i++) {
         block *b = &blocks[i];

@@ -65,7 +65,7 @@ static void run(cr_op op, const char *const *names, int n_names, const uint8_t *
     cr_params_init(&p, op);
     if (cr_params_finish(&p, &e) != 0)
         abort();
-    cr_bin_request *r = cr_bin_new(&p, &fuzz_limits, (cr_host_allocator){NULL, NULL});
+    cr_bin_request *r = cr_bin_new(&p, &fuzz_limits, (cr_host_allocator){NULL, NULL, NULL});
     if (!r)
         return;
     int rc = 0;

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import (assert_close, assert_error, gemm_ref, kernels_for, parse_server_timing,
-                      rng)
+from conftest import (BACKEND, assert_close, assert_error, gemm_ref, kernels_for,
+                      parse_server_timing, rng)
 
 NPY = {"Content-Type": "application/x-npy"}
 RAW = {"Content-Type": "application/octet-stream"}
@@ -386,3 +386,52 @@ def test_client_gone_mid_upload(daemon):
     healthy(daemon)
     r = daemon.post("/v1/histogram", data=b"\0\1", headers=RAW)
     assert r.status_code == 200 and sum(r.json()["result"]["counts"]) == 2
+
+
+# ---- big inputs: on cuda, copied to the device while they arrive (kernels/cuda/prefetch.cu) ----
+
+def test_big_gemm_every_part_over_the_prefetch_size(daemon):
+    """a, b and c over 8 MiB each, Fortran-ordered c (scattered on arrival, never prefetched)
+    and c in C order (prefetched but overwritten in place, so the worker copies it itself);
+    twice each, so the second run reuses cached pinned blocks."""
+    g = rng(31)
+    a = g.standard_normal((1600, 1500)).astype(np.float32)
+    b = g.standard_normal((1500, 1700)).astype(np.float32)
+    c = g.standard_normal((1600, 1700)).astype(np.float32)
+    ref = gemm_ref(a, b, c, alpha=0.5, beta=2.0)
+    kernels = ["auto", "cublas", "dbuf"] if BACKEND == "cuda" else ["auto"]
+    for kernel in kernels:
+        for c_sent in (c, np.asfortranarray(c), c):
+            r = daemon.post(f"/v1/gemm?alpha=0.5&beta=2&kernel={kernel}",
+                            files=parts(a=a, b=b, c=c_sent), headers=ACCEPT_NPY)
+            assert_close(load(r), ref, 1500, "float32", what=f"kernel={kernel}")
+
+
+@pytest.mark.skipif(BACKEND != "cuda", reason="compare mode on 1500-cubed is minutes on the CPU reference")
+def test_big_gemm_compare_mode_reads_the_prefetched_inputs_every_run(daemon):
+    g = rng(32)
+    a = g.standard_normal((1500, 1500)).astype(np.float32)
+    b = g.standard_normal((1500, 1500)).astype(np.float32)
+    r = daemon.post("/v1/gemm?kernel=all", files=parts(a=a, b=b))
+    assert r.status_code == 200, r.text[:300]
+    runs = r.json()["kernels"]
+    assert len(runs) >= 6 and all(k["status"] == "ok" for k in runs), runs
+    assert max(k["max_rel_error"] for k in runs if k["kernel"] != "cublas-tf32") < 1e-4, runs
+
+
+def test_big_upload_abandoned_then_the_same_size_again(daemon):
+    """A client that hangs up half-way through a 24 MiB body: its buffer (and, on cuda, its early
+    device copy) is dropped; the next body of the same size likely gets the same pinned block and
+    must be counted from its own bytes."""
+    import socket
+    size = 24 << 20
+    first = b"\x07" * size
+    s = socket.create_connection(("127.0.0.1", daemon.port), timeout=10)
+    s.sendall((f"POST /v1/histogram HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream"
+               f"\r\nContent-Length: {size}\r\n\r\n").encode() + first[: size // 2])
+    s.close()
+    healthy(daemon)
+    second = rng(33).integers(0, 256, size, dtype=np.uint8)
+    r = daemon.post("/v1/histogram", data=second.tobytes(), headers=RAW)
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["result"]["counts"] == np.bincount(second, minlength=256).tolist()
