@@ -123,16 +123,16 @@ def test_max_connections_per_ip(start_daemon):
 
 
 def test_header_over_conn_memory_is_refused(daemon):
-    """A 100 KB header does not fit the default 32 KiB connection memory: MHD answers 431 (or
+    """A 400 KB header does not fit the default 256 KiB connection memory: MHD answers 431 (or
     413) itself, spends no more, and the daemon serves the next request."""
-    raw = get_close(daemon.port, "/v1/info", b"X-Big: " + b"a" * 100_000 + b"\r\n", timeout=10)
+    raw = get_close(daemon.port, "/v1/info", b"X-Big: " + b"a" * 400_000 + b"\r\n", timeout=10)
     assert status_of(raw) in (413, 431), raw[:300]
     assert served(daemon.port)
 
 
 def test_conn_memory_kb_raises_the_header_limit(start_daemon):
-    d = start_daemon("--conn-memory-kb", "256")
-    raw = get_close(d.port, "/healthz", b"X-Big: " + b"a" * 100_000 + b"\r\n", timeout=10)
+    d = start_daemon("--conn-memory-kb", "1024")
+    raw = get_close(d.port, "/healthz", b"X-Big: " + b"a" * 400_000 + b"\r\n", timeout=10)
     assert status_of(raw) == 200, raw[:300]
 
 
