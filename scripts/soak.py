@@ -6,7 +6,8 @@ valid jobs (JSON, multipart .npy, x-npy, async submit/poll/fetch, async jobs nev
 hostile ones (truncated and mistyped JSON, deep nesting, wrong content types and methods, bodies
 abandoned half way, 404s), and samples every second: resident memory (/proc/PID/status VmRSS),
 open descriptors (/proc/PID/fd) and device memory (crunchd_device_memory_used_bytes from
-/metrics). A least-squares slope over the second half (after warm-up: pools, arenas and the
+/metrics). A least-squares slope over the second half (of RSS and fds: of their 10-second minima, so
+requests in flight at a sample do not count; after warm-up: pools, arenas and the
 auto table have settled) must stay under the thresholds; the daemon must answer every request
 with a status the API defines, then drain and exit 0 on SIGTERM with a clean log.
 
@@ -105,7 +106,7 @@ class Load:
             (1, self.async_abandoned), (2, self.gemm_multipart), (1, self.ata_npy),
             (2, self.hist_raw), (3, self.bad_json), (2, self.bad_type), (1, self.deep),
             (1, self.wrong_media), (1, self.wrong_method), (1, self.not_found),
-            (1, self.half_body), (1, self.metrics),
+            (1, self.half_body), (1, self.metrics), (1, self.big_raw), (1, self.big_half),
         ]
         self.weights = [w for w, _ in self.actions]
 
@@ -201,6 +202,21 @@ class Load:
                       + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:len(body) // 2])
         return 0
 
+    def big_raw(self):
+        """Over the 8 MiB from which cuda copies an upload to the device while it arrives."""
+        size = int(self.rng.integers(9 << 20, 12 << 20))
+        return self.s.post(self.base + "/v1/histogram", data=self.rng.bytes(size),
+                           headers={"Content-Type": "application/octet-stream"}, timeout=60).status_code
+
+    def big_half(self):
+        """Hangs up in the middle of a big upload: its pinned block and early device copy must go."""
+        size = 12 << 20
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            s.sendall(b"POST /v1/histogram HTTP/1.1\r\nHost: soak\r\n"
+                      b"Content-Type: application/octet-stream\r\n"
+                      + f"Content-Length: {size}\r\n\r\n".encode() + self.rng.bytes(size // 2))
+        return 0
+
     def metrics(self):
         return self.s.get(self.base + "/metrics", timeout=60).status_code
 
@@ -234,6 +250,18 @@ def slope(xs, ys):
     mx, my = sum(xs) / n, sum(ys) / n
     sxx = sum((x - mx) ** 2 for x in xs)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+
+
+def window_floors(samples, col, width=10.0):
+    """(t, min) of column col over each width-second window: a leak raises the floor, while a
+    request's arrays in flight at one sample (12 MiB uploads) only add noise above it."""
+    out, start = [], samples[0][0] if samples else 0.0
+    while True:
+        w = [x for x in samples if start <= x[0] < start + width]
+        if not w:
+            return out
+        out.append((start + width / 2, min(x[col] for x in w)))
+        start += width
 
 
 def main():
@@ -292,8 +320,9 @@ def main():
 
     half = [s for s in samples if s[0] >= args.seconds / 2]
     xs = [s[0] for s in half]
-    rss_slope = slope(xs, [s[1] for s in half])
-    fd_slope = slope(xs, [s[2] for s in half])
+    rss_floor, fd_floor = window_floors(half, 1), window_floors(half, 2)
+    rss_slope = slope([t for t, _ in rss_floor], [v for _, v in rss_floor])
+    fd_slope = slope([t for t, _ in fd_floor], [v for _, v in fd_floor])
     dev = [s[3] for s in half]
     # The cpu backend reports the host's memory as its "device": other processes move it.
     dev_slope = slope(xs, dev) if args.backend != "cpu" and dev and all(v == v for v in dev) else 0.0
@@ -303,7 +332,8 @@ def main():
     if samples:
         print(f"soak: RSS {samples[0][1] / 2**20:.1f} -> {samples[-1][1] / 2**20:.1f} MiB, fds "
               f"{samples[0][2]} -> {samples[-1][2]}, device memory {samples[-1][3] / 2**20:.1f} MiB")
-    print(f"soak: slopes over the second half ({len(half)} samples): RSS {rss_slope:.1f} B/s "
+    print(f"soak: slopes over the second half ({len(half)} samples; RSS and fds by their 10 s "
+          f"minima): RSS {rss_slope:.1f} B/s "
           f"({rss_slope * 60 / 2**20:.3f} MiB/min), fds {fd_slope:.4f}/s, device {dev_slope:.1f} B/s")
 
     failures = []
