@@ -56,11 +56,12 @@ def multipart(parts, boundary="soakb"):
 
 
 class Daemon:
-    def __init__(self, binary, backend, workdir, extra):
+    def __init__(self, binary, backend, workdir, extra, extra_env):
         self.workdir = pathlib.Path(workdir)
         self.port_file = self.workdir / "soak.port"
         self.log_path = self.workdir / "soak.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRUNCHD_")}
+        env.update(kv.split("=", 1) for kv in extra_env)
         cmd = [binary, "--port", "0", "--port-file", str(self.port_file), "--bind", "127.0.0.1",
                "--backend", backend, "--workers", "2", "--queue-depth", "64",
                "--result-ttl-s", "2", "--drain-timeout-s", "30"] + extra
@@ -274,11 +275,14 @@ def main():
     ap.add_argument("--max-fds-per-min", type=float, default=0.5)
     ap.add_argument("--max-device-mib-per-min", type=float, default=1.0)
     ap.add_argument("--daemon-arg", action="append", default=[], help="one more flag for crunchd")
+    ap.add_argument("--daemon-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="one more environment variable for crunchd (e.g. CRUNCHD_PINNED_CACHE_MB=0: "
+                         "no cached pinned blocks, so RSS growth cannot be the cache filling up)")
     args = ap.parse_args()
 
     workdir = tempfile.mkdtemp(prefix="crunchd-soak-")
     try:
-        d = Daemon(args.bin, args.backend, workdir, args.daemon_arg)
+        d = Daemon(args.bin, args.backend, workdir, args.daemon_arg, args.daemon_env)
     except (OSError, RuntimeError) as e:
         print(f"soak: {e}", file=sys.stderr)
         return 2
