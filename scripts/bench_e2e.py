@@ -5,7 +5,8 @@
    floor = input bytes / pinned H2D rate + output bytes / pinned D2H rate + cuBLAS kernel time
    (rates from build/bench/copy in the same run; kernel time from the daemon's Server-Timing).
    transport floor = the same curl command against a loopback sink that reads the form and
-   answers 64 MiB + kernel time: what any HTTP service on this machine pays before computing.
+   answers 64 MiB + kernel time: what any HTTP service on this machine pays before computing;
+   socket floor = the same bytes over one bare loopback TCP socket (no HTTP, no files) + kernel.
 2. Histogram of 512 MiB of bytes uploaded raw over loopback.
    floor = bytes / loopback transfer rate (curl to the sink) + kernel time.
 3. Both again on a daemon that does not copy to the device during the upload (the overlap's gain),
@@ -91,6 +92,34 @@ def sink_server():
     return srv.getsockname()[1]
 
 
+def raw_tcp_gbps(size=512 << 20):
+    """Loopback TCP with no HTTP and no files: one socket, 8 MiB sends and receives. The best
+    any client could hope to move bytes to a daemon on this machine."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    done = threading.Event()
+
+    def receive():
+        conn, _ = srv.accept()
+        view, left = memoryview(bytearray(8 << 20)), size
+        while left > 0:
+            left -= conn.recv_into(view, min(len(view), left))
+        conn.close()
+        done.set()
+
+    threading.Thread(target=receive, daemon=True).start()
+    chunk = memoryview(bytes(8 << 20))
+    with socket.create_connection(srv.getsockname()) as c:
+        t0 = time.perf_counter()
+        for _ in range(size // len(chunk)):
+            c.sendall(chunk)
+        done.wait()
+        secs = time.perf_counter() - t0
+    srv.close()
+    return size / secs / 1e9
+
+
 def copy_rates(build):
     out = subprocess.run([str(build / "bench" / "copy"), "256"], check=True, capture_output=True,
                          text=True).stdout
@@ -123,9 +152,12 @@ def bench_gemm(d, tmp, h2d_gbps, d2h_gbps, sink_port):
     floor_s = in_bytes / (h2d_gbps * 1e9) + out_bytes / (d2h_gbps * 1e9) + kernel_ms / 1e3
     phases = {k: statistics.median(timing(r[1]).get(k, 0.0) for r in runs) for k in ("queue", "h2d", "d2h", "total")}
     transport_s = statistics.median(sink) + kernel_ms / 1e3
+    tcp_gbps = statistics.median(raw_tcp_gbps() for _ in range(3))
+    socket_s = (in_bytes + out_bytes) / (tcp_gbps * 1e9) + kernel_ms / 1e3
     return {"case": "gemm4096_npy", "bytes": in_bytes + out_bytes, "e2e_ms": total_s * 1e3,
             "floor_ms": floor_s * 1e3, "ratio": total_s / floor_s, "kernel_ms": kernel_ms,
             "transport_floor_ms": transport_s * 1e3, "ratio_transport": total_s / transport_s,
+            "raw_tcp_gbps": tcp_gbps, "socket_floor_ms": socket_s * 1e3,
             **{f"{k}_ms": v for k, v in phases.items()}}
 
 
@@ -208,7 +240,9 @@ def main():
               f"ratio {r['ratio']:.2f} (target <= 1.5)  [{extra}]")
         if "transport_floor_ms" in r:
             print(f"{r['case']}: vs the transport floor {r['transport_floor_ms']:.1f} ms (the same "
-                  f"curl against a sink + kernel) -> ratio {r['ratio_transport']:.2f}")
+                  f"curl against a sink + kernel) -> ratio {r['ratio_transport']:.2f}; bare loopback "
+                  f"TCP ({r['raw_tcp_gbps']:.1f} GB/s, no HTTP, no files) alone needs "
+                  f"{r['socket_floor_ms']:.1f} ms for these bytes + kernel")
 
 
 if __name__ == "__main__":
