@@ -133,6 +133,9 @@ struct cr_backend {
      * `total` bytes are final. cuda starts copying big inputs to a device while the rest of the
      * request still arrives; run() then waits for that copy instead of making its own. */
     void (*host_ready)(void *p, size_t ready, size_t total);
+    /* Optional (NULL: none kept): host_alloc's memory, held by requests now and kept for reuse
+     * (cuda's pinned cache, which a soak must not mistake for a leak). */
+    void (*host_usage)(uint64_t *in_use, uint64_t *cached);
 };
 
 extern const cr_backend cr_backend_cpu;

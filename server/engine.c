@@ -296,6 +296,9 @@ void cr_engine_tick(cr_engine *e, double now)
 void cr_engine_gauges(cr_engine *e, cr_metrics_gauges *g)
 {
     cr_queue_counts(&e->q, &g->queued, &g->running);
+    g->has_pinned = e->b->host_usage != NULL;
+    if (g->has_pinned)
+        e->b->host_usage(&g->pinned_in_use, &g->pinned_cached);
     g->n_devices = e->n_devices;
     for (int d = 0; d < e->n_devices; d++) {
         cr_device_info info = e->dev[d];

@@ -179,6 +179,13 @@ static void render_gauges(text *t, const cr_metrics_gauges *g)
         put_label_value(t, g->dev[d].name);
         put(t, "\"} %d\n", g->dev[d].ready ? 1 : 0);
     }
+    if (g->has_pinned)
+        put(t, "# HELP crunchd_pinned_host_bytes Page-locked host memory for request arrays: held "
+               "by requests now (in_use) and kept for the next ones (cached, up to "
+               "CRUNCHD_PINNED_CACHE_MB).\n# TYPE crunchd_pinned_host_bytes gauge\n"
+               "crunchd_pinned_host_bytes{state=\"in_use\"} %llu\n"
+               "crunchd_pinned_host_bytes{state=\"cached\"} %llu\n",
+            (unsigned long long)g->pinned_in_use, (unsigned long long)g->pinned_cached);
     put(t, "# HELP crunchd_build_info Build and backend of this daemon.\n"
            "# TYPE crunchd_build_info gauge\ncrunchd_build_info{version=\"%s\",backend=\"%s\",cuda=\"%s\"} 1\n",
         g->version, g->backend, g->cuda);

@@ -22,6 +22,8 @@ typedef struct {
     const char *backend;
     const char *version;
     const char *cuda;     /* CUDA runtime version, "none" on CPU-only builds */
+    bool has_pinned;      /* the backend keeps pinned host memory (cuda) */
+    uint64_t pinned_in_use, pinned_cached;
 } cr_metrics_gauges;
 
 void cr_metrics_reset(void);

@@ -114,6 +114,7 @@ static const cr_kernel_info *cuda_kernel_list(size_t *count) { return cr_cuda_ke
 static void *cuda_host_alloc(size_t bytes) { return cr_pinned_alloc(bytes); }
 static void cuda_host_free(void *p) { cr_pinned_free(p); }
 static void cuda_host_ready(void *p, size_t ready, size_t total) { cr_prefetch_ready(p, ready, total); }
+static void cuda_host_usage(uint64_t *in_use, uint64_t *cached) { cr_pinned_usage(in_use, cached); }
 
 extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *err, size_t errlen);
 extern "C" void cr_cuda_worker_destroy(cr_worker *w);
@@ -132,4 +133,5 @@ extern "C" const cr_backend cr_backend_cuda = {
     cuda_host_alloc,
     cuda_host_free,
     cuda_host_ready,
+    cuda_host_usage,
 };

@@ -124,6 +124,18 @@ void cr_pinned_free(void *p)
     pthread_mutex_unlock(&mu);
 }
 
+void cr_pinned_usage(uint64_t *in_use, uint64_t *cached)
+{
+    uint64_t used = 0;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < MAX_BLOCKS; i++)
+        if (blocks[i].p && blocks[i].in_use)
+            used += blocks[i].size;
+    *in_use = used;
+    *cached = cached_bytes;
+    pthread_mutex_unlock(&mu);
+}
+
 void cr_pinned_release_all(void)
 {
     pthread_mutex_lock(&mu);

@@ -509,3 +509,19 @@ def test_second_sigterm_exits_at_once(start_daemon):
     assert d.wait_exit(timeout=30) == 1, d.log_tail()
     assert time.monotonic() - t0 < 10
     d.check_log()
+
+
+def test_pinned_host_memory_gauge(daemon):
+    """cuda keeps request arrays in pinned blocks and caches them: /metrics says how much, so a
+    growing RSS can be told apart from a leak. The CPU backend keeps none and shows no gauge."""
+    body = np.random.default_rng(5).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()
+    r = daemon.post("/v1/histogram", data=body, headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 200, r.text[:300]
+    _, samples, types = scrape(daemon)
+    if BACKEND != "cuda":
+        assert "crunchd_pinned_host_bytes" not in types
+        return
+    assert types["crunchd_pinned_host_bytes"] == "gauge"
+    # the job's input block went back to the cache when it finished, before it was answered
+    assert value(samples, "crunchd_pinned_host_bytes", state="cached") >= len(body)
+    assert ("crunchd_pinned_host_bytes", (("state", "in_use"),)) in samples

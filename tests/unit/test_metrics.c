@@ -39,6 +39,15 @@ static void test_render(void)
     CHECK(strstr(t, "crunchd_device_ready{device=") != NULL);
     CHECK(strstr(t, "crunchd_build_info{version=\"1.2.3\",backend=\"cpu\",cuda=\"none\"} 1\n") != NULL);
     CHECK(strstr(t, "# TYPE crunchd_job_duration_seconds histogram\n") != NULL);
+    CHECK(strstr(t, "crunchd_pinned_host_bytes") == NULL); /* a backend without pinned memory */
+    free(t);
+    g.has_pinned = true;
+    g.pinned_in_use = 5 << 20;
+    g.pinned_cached = 7 << 20;
+    t = cr_metrics_render(&g, &len);
+    CHECK(t != NULL);
+    CHECK(strstr(t, "crunchd_pinned_host_bytes{state=\"in_use\"} 5242880\n") != NULL);
+    CHECK(strstr(t, "crunchd_pinned_host_bytes{state=\"cached\"} 7340032\n") != NULL);
     free(t);
 }
 
