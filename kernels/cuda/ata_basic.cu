@@ -37,11 +37,8 @@ static cudaError_t launch_basic(const cr_ata_dev *t, cudaStream_t s)
 
 extern "C" cudaError_t cr_cuda_ata_basic(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s)
 {
-    if (dt != CR_DT_F32 && dt != CR_DT_F64)
-        return cudaErrorNotSupported;
-    if (t->m < 0 || t->n < 0)
-        return cudaErrorInvalidValue;
-    if (t->n == 0)
-        return cudaSuccess;
+    cudaError_t e = cr_ata_begin(t, dt);
+    if (e != cudaSuccess)
+        return e == cudaErrorNotReady ? cudaSuccess : e;
     return dt == CR_DT_F32 ? launch_basic<float>(t, s) : launch_basic<double>(t, s);
 }

@@ -37,6 +37,17 @@ typedef struct {
 
 typedef cudaError_t (*cr_ata_launcher)(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s);
 
+/* What every AᵀA launcher checks first: cudaSuccess to go on, cudaErrorNotReady (never a
+ * launcher's own result) when n == 0 leaves nothing to compute, else the error to return. */
+static inline cudaError_t cr_ata_begin(const cr_ata_dev *t, cr_dtype dt)
+{
+    if (dt != CR_DT_F32 && dt != CR_DT_F64)
+        return cudaErrorNotSupported;
+    if (t->m < 0 || t->n < 0)
+        return cudaErrorInvalidValue;
+    return t->n == 0 ? cudaErrorNotReady : cudaSuccess;
+}
+
 /* Scratch a launcher needs: symtile transposes a trans_a input into it; basic needs none. */
 size_t cr_cuda_ata_work_bytes(const cr_ata_dev *t, cr_dtype dt, cr_ata_launcher k);
 

@@ -101,6 +101,28 @@ static inline cudaError_t cr_hist_begin(const cr_hist_dev *h, cr_dtype dt, cr_hi
     return h->count == 0 ? cudaErrorNotReady : cudaSuccess;
 }
 
+/* The dispatch every kernel's entry point shares: cr_hist_begin (an empty input is done once
+ * the counts are zeroed), then the kernel's Launch for the data's type with numpy's binner, or
+ * Launch::bytes when each byte is its own bin. Launch has
+ *   template <typename T, typename Binner> static cudaError_t run(h, Binner, stream);
+ *   static cudaError_t bytes(h, stream);                                                    */
+template <typename Launch>
+static cudaError_t cr_hist_dispatch(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
+{
+    cr_hist_params p;
+    cudaError_t e = cr_hist_begin(h, dt, &p, s);
+    if (e != cudaSuccess)
+        return e == cudaErrorNotReady ? cudaSuccess : e;
+    cr_numpy_binner np = {p};
+    if (cr_hist_is_byte_identity(h, dt))
+        return Launch::bytes(h, s);
+    switch (dt) {
+    case CR_DT_U8: return Launch::template run<unsigned char>(h, np, s);
+    case CR_DT_F32: return Launch::template run<float>(h, np, s);
+    default: return Launch::template run<double>(h, np, s);
+    }
+}
+
 /* Blocks for a grid-stride loop: enough to fill every SM `per_sm` times, fewer for small data. */
 static inline int cr_hist_grid(int64_t work_items, int threads, int per_sm)
 {

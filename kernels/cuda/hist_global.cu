@@ -15,27 +15,22 @@ __global__ void hist_global_kernel(const T *__restrict__ data, int64_t count, Bi
     }
 }
 
-template <typename T, typename Binner>
-static cudaError_t launch_global(const cr_hist_dev *h, Binner bin_of, cudaStream_t s)
-{
-    const int threads = 256;
-    int blocks = cr_hist_grid(h->count, threads, 8);
-    hist_global_kernel<T><<<blocks, threads, 0, s>>>((const T *)h->data, h->count, bin_of, h->counts);
-    return cudaGetLastError();
-}
+struct global_launch {
+    template <typename T, typename Binner>
+    static cudaError_t run(const cr_hist_dev *h, Binner bin_of, cudaStream_t s)
+    {
+        const int threads = 256;
+        int blocks = cr_hist_grid(h->count, threads, 8);
+        hist_global_kernel<T><<<blocks, threads, 0, s>>>((const T *)h->data, h->count, bin_of, h->counts);
+        return cudaGetLastError();
+    }
+    static cudaError_t bytes(const cr_hist_dev *h, cudaStream_t s)
+    {
+        return run<unsigned char>(h, cr_byte_binner{}, s);
+    }
+};
 
 extern "C" cudaError_t cr_cuda_hist_global(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
 {
-    cr_hist_params p;
-    cudaError_t e = cr_hist_begin(h, dt, &p, s);
-    if (e != cudaSuccess)
-        return e == cudaErrorNotReady ? cudaSuccess : e;
-    cr_numpy_binner np = {p};
-    if (cr_hist_is_byte_identity(h, dt))
-        return launch_global<unsigned char>(h, cr_byte_binner{}, s);
-    switch (dt) {
-    case CR_DT_U8: return launch_global<unsigned char>(h, np, s);
-    case CR_DT_F32: return launch_global<float>(h, np, s);
-    default: return launch_global<double>(h, np, s);
-    }
+    return cr_hist_dispatch<global_launch>(h, dt, s);
 }

@@ -22,31 +22,26 @@ __global__ void hist_smem_kernel(const T *__restrict__ data, int64_t count, int 
     cr_hist_flush(sh_bins, bins, counts);
 }
 
-template <typename T, typename Binner>
-static cudaError_t launch_smem(const cr_hist_dev *h, Binner bin_of, cudaStream_t s)
-{
-    const int threads = 512;
-    int blocks = cr_hist_grid(h->count, threads, 4);
-    size_t smem = (size_t)h->bins * sizeof(unsigned);
-    hist_smem_kernel<T><<<blocks, threads, smem, s>>>((const T *)h->data, h->count, h->bins, bin_of,
-                                                      h->counts);
-    return cudaGetLastError();
-}
+struct smem_launch {
+    template <typename T, typename Binner>
+    static cudaError_t run(const cr_hist_dev *h, Binner bin_of, cudaStream_t s)
+    {
+        const int threads = 512;
+        int blocks = cr_hist_grid(h->count, threads, 4);
+        size_t smem = (size_t)h->bins * sizeof(unsigned);
+        hist_smem_kernel<T><<<blocks, threads, smem, s>>>((const T *)h->data, h->count, h->bins, bin_of,
+                                                          h->counts);
+        return cudaGetLastError();
+    }
+    static cudaError_t bytes(const cr_hist_dev *h, cudaStream_t s)
+    {
+        return run<unsigned char>(h, cr_byte_binner{}, s);
+    }
+};
 
 extern "C" cudaError_t cr_cuda_hist_smem(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
 {
     if (h->bins > CR_HIST_SMEM_MAX_BINS)
         return cr_cuda_hist_global(h, dt, s);
-    cr_hist_params p;
-    cudaError_t e = cr_hist_begin(h, dt, &p, s);
-    if (e != cudaSuccess)
-        return e == cudaErrorNotReady ? cudaSuccess : e;
-    cr_numpy_binner np = {p};
-    if (cr_hist_is_byte_identity(h, dt))
-        return launch_smem<unsigned char>(h, cr_byte_binner{}, s);
-    switch (dt) {
-    case CR_DT_U8: return launch_smem<unsigned char>(h, np, s);
-    case CR_DT_F32: return launch_smem<float>(h, np, s);
-    default: return launch_smem<double>(h, np, s);
-    }
+    return cr_hist_dispatch<smem_launch>(h, dt, s);
 }

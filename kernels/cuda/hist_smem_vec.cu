@@ -136,38 +136,29 @@ __global__ void __launch_bounds__(VEC_THREADS)
     cr_hist_flush(sh_bins, bins, counts);
 }
 
-template <typename T, typename Binner>
-static cudaError_t launch_vec(const cr_hist_dev *h, Binner bin_of, cudaStream_t s)
-{
-    int blocks = cr_hist_grid(h->count / (16 / sizeof(T)) + 1, VEC_THREADS, 4);
-    size_t smem = (size_t)h->bins * sizeof(unsigned);
-    hist_vec_kernel<T><<<blocks, VEC_THREADS, smem, s>>>((const T *)h->data, h->count, h->bins,
-                                                        bin_of, h->counts);
-    return cudaGetLastError();
-}
-
-static cudaError_t launch_bytes(const cr_hist_dev *h, cudaStream_t s)
-{
-    int blocks = cr_hist_grid(h->count / 16 + 1, VEC_THREADS, 4);
-    hist_bytes_vec_kernel<<<blocks, VEC_THREADS, 0, s>>>((const unsigned char *)h->data, h->count,
-                                                         h->counts);
-    return cudaGetLastError();
-}
+struct vec_launch {
+    template <typename T, typename Binner>
+    static cudaError_t run(const cr_hist_dev *h, Binner bin_of, cudaStream_t s)
+    {
+        int blocks = cr_hist_grid(h->count / (16 / sizeof(T)) + 1, VEC_THREADS, 4);
+        size_t smem = (size_t)h->bins * sizeof(unsigned);
+        hist_vec_kernel<T><<<blocks, VEC_THREADS, smem, s>>>((const T *)h->data, h->count, h->bins,
+                                                            bin_of, h->counts);
+        return cudaGetLastError();
+    }
+    /* every byte its own bin: 32 lane-private copies of the 256 bins, no binner */
+    static cudaError_t bytes(const cr_hist_dev *h, cudaStream_t s)
+    {
+        int blocks = cr_hist_grid(h->count / 16 + 1, VEC_THREADS, 4);
+        hist_bytes_vec_kernel<<<blocks, VEC_THREADS, 0, s>>>((const unsigned char *)h->data, h->count,
+                                                             h->counts);
+        return cudaGetLastError();
+    }
+};
 
 extern "C" cudaError_t cr_cuda_hist_smem_vec(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
 {
     if (h->bins > CR_HIST_SMEM_MAX_BINS)
         return cr_cuda_hist_global(h, dt, s);
-    cr_hist_params p;
-    cudaError_t e = cr_hist_begin(h, dt, &p, s);
-    if (e != cudaSuccess)
-        return e == cudaErrorNotReady ? cudaSuccess : e;
-    cr_numpy_binner np = {p};
-    if (cr_hist_is_byte_identity(h, dt))
-        return launch_bytes(h, s);
-    switch (dt) {
-    case CR_DT_U8: return launch_vec<unsigned char>(h, np, s);
-    case CR_DT_F32: return launch_vec<float>(h, np, s);
-    default: return launch_vec<double>(h, np, s);
-    }
+    return cr_hist_dispatch<vec_launch>(h, dt, s);
 }
