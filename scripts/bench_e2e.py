@@ -150,7 +150,7 @@ def bench_gemm(d, tmp, h2d_gbps, d2h_gbps, sink_port):
     kernel_ms = statistics.median(timing(r[1]).get("kernel", 0.0) for r in runs)
     in_bytes, out_bytes = 2 * a.nbytes, n * n * 4
     floor_s = in_bytes / (h2d_gbps * 1e9) + out_bytes / (d2h_gbps * 1e9) + kernel_ms / 1e3
-    phases = {k: statistics.median(timing(r[1]).get(k, 0.0) for r in runs) for k in ("queue", "h2d", "d2h", "total")}
+    phases = {k: statistics.median(timing(r[1]).get(k, 0.0) for r in runs) for k in ("receive", "queue", "h2d", "d2h", "total")}
     transport_s = statistics.median(sink) + kernel_ms / 1e3
     tcp_gbps = statistics.median(raw_tcp_gbps() for _ in range(3))
     socket_s = (in_bytes + out_bytes) / (tcp_gbps * 1e9) + kernel_ms / 1e3

@@ -131,10 +131,7 @@ enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *
     if (c->job) {
         MHD_add_response_header(r, "X-Crunchd-Job-Id", c->job->id);
         char timing[256];
-        const cr_phase_ms *ms = &c->job->ms;
-        snprintf(timing, sizeof timing,
-                 "queue;dur=%.3f, h2d;dur=%.3f, kernel;dur=%.3f, d2h;dur=%.3f, total;dur=%.3f",
-                 ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total);
+        cr_server_timing(&c->job->ms, timing, sizeof timing);
         MHD_add_response_header(r, "Server-Timing", timing);
         if (c->job->kernel_used)
             MHD_add_response_header(r, "X-Crunchd-Kernel", c->job->kernel_used);

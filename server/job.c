@@ -2,8 +2,17 @@
  * through a reference count, freed by whoever lets go last. */
 #include "job.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <uuid/uuid.h>
+
+void cr_server_timing(const cr_phase_ms *ms, char *out, size_t n)
+{
+    snprintf(out, n,
+             "receive;dur=%.3f, queue;dur=%.3f, h2d;dur=%.3f, kernel;dur=%.3f, d2h;dur=%.3f, "
+             "total;dur=%.3f",
+             ms->receive, ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total);
+}
 
 cr_job *cr_job_new(cr_request *req, bool async)
 {

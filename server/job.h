@@ -13,8 +13,14 @@ typedef enum { CR_JOB_QUEUED, CR_JOB_RUNNING, CR_JOB_DONE, CR_JOB_FAILED, CR_JOB
 const char *cr_job_state_name(cr_job_state s);
 
 typedef struct {
-    double queue, h2d, kernel, d2h, total; /* milliseconds */
+    double queue, h2d, kernel, d2h, total; /* milliseconds; total: queued to finished */
+    /* From the request's headers to its job queued: the body's transfer and decoding. For a
+     * big upload this is most of what the client waits, and is no part of total. */
+    double receive;
 } cr_phase_ms;
+
+/* "receive;dur=…, queue;dur=…, …, total;dur=…" for a Server-Timing header. */
+void cr_server_timing(const cr_phase_ms *ms, char *out, size_t n);
 
 /* One row of "kernel": "all" compare mode. */
 typedef struct {

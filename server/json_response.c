@@ -240,10 +240,10 @@ static double round_ms(double ms) { return isfinite(ms) ? nearbyint(ms * 1e6) / 
 
 static void jb_timings(jbuf *b, const cr_phase_ms *ms)
 {
-    const char *names[] = {"queue", "h2d", "kernel", "d2h", "total"};
-    double v[] = {ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total};
+    const char *names[] = {"receive", "queue", "h2d", "kernel", "d2h", "total"};
+    double v[] = {ms->receive, ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total};
     jb_put(b, "{", 1);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         jb_key(b, names[i], i == 0);
         jb_f64(b, round_ms(v[i]));
     }

@@ -97,9 +97,7 @@ static void add_headers(cr_conn *c, struct MHD_Response *r, const cr_job *j)
     double work = t->op == CR_OP_HISTOGRAM ? cr_task_bytes(t) : cr_task_flops(t);
     double rate = ms->kernel > 0 ? work / (ms->kernel * 1e-3) / 1e9 : 0.0;
     add_number(r, t->op == CR_OP_HISTOGRAM ? "X-Crunchd-Gbps" : "X-Crunchd-Gflops", rate);
-    snprintf(timing, sizeof timing,
-             "queue;dur=%.3f, h2d;dur=%.3f, kernel;dur=%.3f, d2h;dur=%.3f, total;dur=%.3f",
-             ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total);
+    cr_server_timing(ms, timing, sizeof timing);
     MHD_add_response_header(r, "Server-Timing", timing);
     if (t->op == CR_OP_HISTOGRAM && j->req.is_float_hist) {
         char range[2 * CR_NUMFMT_MAX + 2];

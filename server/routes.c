@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "engine.h"
 #include "http_conn.h"
 #include "json_response.h"
@@ -258,6 +259,7 @@ enum MHD_Result cr_route_op(cr_conn *c)
 /* Suspends before queueing so a fast worker can never resume a connection not yet suspended. */
 enum MHD_Result cr_run_sync(cr_conn *c, cr_job *j, cr_conn_encoder enc)
 {
+    j->ms.receive = (cr_now() - c->t0) * 1e3;
     c->encode = enc;
     c->job = j;
     j->conn = c->conn;
@@ -287,6 +289,7 @@ enum MHD_Result cr_route_job_submit(cr_conn *c)
     cr_job *j = job_from_body(c, CR_OP_COUNT, true, &err);
     if (!j)
         return cr_send_error(c, &err);
+    j->ms.receive = (cr_now() - c->t0) * 1e3;
     cr_job_table_put(c->h->deps.jobs, j);
     if (cr_engine_submit(c->h->deps.engine, j, &err) < 0) {
         cr_job_release(cr_job_table_take(c->h->deps.jobs, j->id));
