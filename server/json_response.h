@@ -26,8 +26,4 @@ char *cr_json_job_status(const cr_job *j, size_t *len);
 /* The 202 answer of POST /v1/jobs: {"id": "...", "status": "queued"}. */
 char *cr_json_accepted(const cr_job *j, size_t *len);
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 when invalid: JSON strings we
- * write must be valid UTF-8 whatever the client sent. */
-size_t cr_utf8_len(const unsigned char *s, size_t n);
-
 #endif
