@@ -15,6 +15,7 @@ import os
 import pathlib
 import re
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -398,6 +399,26 @@ def check_job_body(body, op, dtype, backend=BACKEND):
         assert isinstance(t[phase], (int, float)) and t[phase] >= 0, t
     rate = "gbps" if op == "histogram" else "gflops"
     assert isinstance(body[rate], (int, float)) and body[rate] >= 0, body.get(rate)
+
+
+def raw_exchange(port, data, timeout):
+    """Sends data on a fresh connection and reads until the daemon closes it, resets it or stays
+    silent for timeout seconds: what a raw HTTP exchange returned, however it ended."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        s.close()
 
 
 def parse_server_timing(value):

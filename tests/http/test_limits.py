@@ -15,29 +15,10 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import SLOW, assert_error, gemm_ref, result_matrix
+from conftest import SLOW, assert_error, gemm_ref, raw_exchange, result_matrix
 
 SMALL = {"a": [[1, 2], [3, 4]], "b": [[5, 6], [7, 8]]}
 SMALL_BODY = json.dumps(SMALL).encode()
-
-
-def raw_request(port, data, timeout=5.0):
-    """Sends data on a fresh connection and reads until the daemon closes (or timeout)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    try:
-        s.sendall(data)
-        out = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except socket.timeout:
-                break
-            if not chunk:
-                break
-            out += chunk
-        return out
-    finally:
-        s.close()
 
 
 def status_of(raw):
@@ -48,7 +29,7 @@ def status_of(raw):
 
 def get_close(port, path="/healthz", headers=b"", timeout=5.0):
     req = (f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n").encode() + headers + b"\r\n"
-    return raw_request(port, req, timeout)
+    return raw_exchange(port, req, timeout)
 
 
 def served(port, timeout=5.0):
@@ -83,9 +64,8 @@ def refused(sock, wait_s):
 
 # -- connection limits ---------------------------------------------------------------------------
 
-def test_max_connections_refuses_one_more_then_recovers(start_daemon):
-    n = 4
-    d = start_daemon("--max-connections", str(n), "--http-threads", "1", "--conn-timeout-s", "30")
+def assert_one_more_refused(d, n, why):
+    """With n idle connections open to d, one more is not served; once they close, d serves."""
     d.session.close()
     time.sleep(0.2)  # the readiness probe's connection is closed by the client; let MHD see it
     idle = [socket.create_connection(("127.0.0.1", d.port), timeout=5) for _ in range(n)]
@@ -93,33 +73,25 @@ def test_max_connections_refuses_one_more_then_recovers(start_daemon):
         time.sleep(0.3 * SLOW)  # the daemon accepts them
         extra = socket.create_connection(("127.0.0.1", d.port), timeout=5)
         try:
-            assert refused(extra, 1.5 * SLOW), "connection N+1 was served while N were open"
+            assert refused(extra, 1.5 * SLOW), why
         finally:
             extra.close()
     finally:
         for s in idle:
             s.close()
     assert wait_served(d.port, 10 * SLOW), "the daemon does not serve once the idle ones closed"
+
+
+def test_max_connections_refuses_one_more_then_recovers(start_daemon):
+    d = start_daemon("--max-connections", "4", "--http-threads", "1", "--conn-timeout-s", "30")
+    assert_one_more_refused(d, 4, "connection N+1 was served while N were open")
     r = d.post("/v1/gemm", SMALL)
     assert r.status_code == 200, r.text
 
 
 def test_max_connections_per_ip(start_daemon):
     d = start_daemon("--max-connections-per-ip", "2", "--conn-timeout-s", "30")
-    d.session.close()
-    time.sleep(0.2)
-    idle = [socket.create_connection(("127.0.0.1", d.port), timeout=5) for _ in range(2)]
-    try:
-        time.sleep(0.3 * SLOW)
-        extra = socket.create_connection(("127.0.0.1", d.port), timeout=5)
-        try:
-            assert refused(extra, 1.5 * SLOW), "a third connection from one IP was served"
-        finally:
-            extra.close()
-    finally:
-        for s in idle:
-            s.close()
-    assert wait_served(d.port, 10 * SLOW)
+    assert_one_more_refused(d, 2, "a third connection from one IP was served")
 
 
 def test_header_over_conn_memory_is_refused(daemon):

@@ -11,13 +11,12 @@ Kept fuzzer crashes (tests/fuzz/regressions/) are replayed here too."""
 import io
 import json
 import pathlib
-import socket
 
 import numpy as np
 import pytest
 import requests
 
-from conftest import ROOT, SLOW, Daemon
+from conftest import ROOT, SLOW, Daemon, raw_exchange
 
 ERROR_CODES = {"invalid_json", "missing_field", "invalid_field", "non_finite", "unknown_kernel",
                "unsupported", "invalid_parameter", "unauthorized", "not_found",
@@ -342,21 +341,7 @@ def test_corrupt_multipart(target, name):
 # -- header abuse over a raw socket ----------------------------------------------------------------
 
 def raw(port, head, body=b"", timeout=10.0):
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW)
-    try:
-        s.sendall(head + body)
-        out = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except (socket.timeout, ConnectionResetError):
-                break
-            if not chunk:
-                break
-            out += chunk
-        return out
-    finally:
-        s.close()
+    return raw_exchange(port, head + body, timeout * SLOW)
 
 
 def parse(resp):
