@@ -20,7 +20,6 @@ struct cr_bin_part {
     size_t hdr_len, hdr_need;
     cr_npy_header h;
     void *data;              /* the array's buffer, r->bufs[slot] */
-    bool from_backend;       /* data came from r->alloc: its ready hook may see it */
     uint64_t received;       /* data bytes so far */
     /* A Fortran-ordered c has no transpose flag in the task: its elements are scattered into
      * C order as they arrive (still one copy); carry holds an element split between chunks. */
@@ -128,7 +127,6 @@ static void *alloc_array(cr_bin_request *r, cr_bin_part *p, uint64_t bytes, cr_e
     r->req.buf_bytes[p->slot] = (size_t)bytes;
     r->req.buf_free[p->slot] = release;
     p->data = mem;
-    p->from_backend = release != NULL;
     return mem;
 }
 
@@ -294,7 +292,9 @@ int cr_bin_feed(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, c
     }
     memcpy((char *)p->data + p->received, data, n);
     p->received += n;
-    if (p->from_backend && r->alloc.ready) /* a scattered part is final only at the end */
+    /* only the backend's own blocks (not the malloc fallback); a scattered part is final only
+     * at the end, so it never gets here */
+    if (r->alloc.ready && r->req.buf_free[p->slot])
         r->alloc.ready(p->data, (size_t)p->received, (size_t)p->h.data_bytes);
     return 0;
 }
