@@ -38,8 +38,8 @@ else
   CUDA_LIBS :=
 endif
 
-KERNEL_C   := kernels/backend.c kernels/task.c $(wildcard kernels/cpu/*.c)
-SERVER_C   := $(filter-out server/main.c,$(wildcard server/*.c))
+KERNEL_C   := $(wildcard kernels/*.c kernels/cpu/*.c)
+SERVER_C   := $(filter-out server/main.c,$(wildcard server/*.c server/*/*.c))
 KERNEL_OBJ := $(KERNEL_C:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 SERVER_OBJ := $(SERVER_C:%.c=$(BUILD)/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
@@ -50,7 +50,7 @@ BENCH_SRC  := $(wildcard bench/*.cu)
 BENCH_BIN  := $(if $(NVCC),$(BENCH_SRC:bench/%.cu=$(BUILD)/bench/%))
 
 .PHONY: help deps build build-fault run test test-unit test-http test-asan test-gpu bench clean install
-.PHONY: test-deploy docker-lint fuzz soak
+.PHONY: test-deploy docker-lint fuzz soak check-includes
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -69,12 +69,16 @@ run: deps ## build and start the daemon on :$(PORT) (cuda if a GPU answers, else
 	@$(MAKE) --no-print-directory -j$(NPROC) build
 	$(BUILD)/crunchd --port $(PORT) --backend auto
 
-test: deps ## every test this machine can run (unit, HTTP, ASan+UBSan HTTP, deployment checks)
+test: deps ## every test this machine can run (include layering, unit, HTTP, ASan+UBSan HTTP, deployment checks)
+	@$(MAKE) --no-print-directory check-includes
 	@$(MAKE) --no-print-directory -j$(NPROC) build
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-http
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory test-deploy
+
+check-includes: ## fail on an include cycle between server/ and kernels/ files, or a non-root include path
+	@$(PYTHON) scripts/check_includes.py
 
 test-unit: $(UNIT_BIN) ## C unit tests
 	@set -e; pass=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t; pass=$$((pass+1)); done; \
@@ -113,7 +117,7 @@ bench-json: $(BUILD)/bench/json_bench ## JSON decode/encode MB/s per core and pe
 
 $(BUILD)/bench/json_bench: bench/json_bench.c $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $(filter %.c %.o %.a,$^) $(LIBS) $(CUDA_LIBS)
 
 build-fault: ## a test build with the fault-injection switch (build-fault/crunchd), for tests/http/test_fault.py
 	@$(MAKE) --no-print-directory BUILD=build-fault EXTRA_DEF=-DCRUNCHD_FAULT_INJECTION build-fault/crunchd
@@ -129,7 +133,7 @@ fuzz: ## build every tests/fuzz/fuzz_*.c with clang (libFuzzer+ASan+UBSan), run 
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LIBS)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -fsanitize=fuzzer -o $@ $(filter %.c %.o %.a,$^) $(LIBS)
 
 SOAK_SECONDS ?= 120
 
@@ -162,20 +166,26 @@ $(BUILD)/libcrunchkernels.a: $(KERNEL_OBJ)
 
 $(BUILD)/tests/%: tests/unit/%.c $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $(filter %.c %.o %.a,$^) $(LIBS) $(CUDA_LIBS)
 
-$(BUILD)/tests/gpu_%: tests/gpu/%.cu $(BUILD)/libcrunchkernels.a
-	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -o $@ $^ -lcublas
+# nvcc cannot write dependency files while it links: these follow every kernel and harness header.
+GPU_HEADERS := $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh tools/gpu/*.cuh)
 
-$(BUILD)/bench/%: bench/%.cu $(BUILD)/libcrunchkernels.a
+$(BUILD)/tests/gpu_%: tests/gpu/%.cu $(BUILD)/libcrunchkernels.a $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -o $@ $^ -lcublas
+	$(NVCC) $(NVFLAGS) -o $@ $(filter %.cu %.a,$^) -lcublas -lopenblas
 
-$(BUILD)/%.o: %.c $(wildcard kernels/*.h kernels/*/*.h server/*.h) $(FLAGS_STAMP)
+$(BUILD)/bench/%: bench/%.cu $(BUILD)/libcrunchkernels.a $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c -o $@ $<
+	$(NVCC) $(NVFLAGS) -o $@ $(filter %.cu %.a,$^) -lcublas -lopenblas
 
-$(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.cuh kernels/cuda/*.h) $(FLAGS_STAMP)
+# -MMD: each object depends on exactly the headers it includes (build/**/*.d).
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%.o: %.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -4,18 +4,16 @@
  * AᵀA FP64 on the C2075 write-up's sizes (2000²..18000², as many as fit ~2 minutes): symtile,
  * DSYRK, DGEMM. Histograms of random bytes 1 MiB..1 GiB: global, smem, smem-vec, cub, beside a
  * device-to-device cudaMemcpy (read + write counted) measured in the same run.
- * Times are medians of event-timed repetitions after a warm-up. AᵀA rates count the full
- * product (2·m·n²), as cr_task_flops does. ratio_vs_ref = reference time / this time. SYRK is
- * timed alone (no mirror), the strictest reference. CSV columns:
+ * Times: tools/gpu/harness.cuh (warm-up, L2 flushed before each repeat, median of the
+ * repeats, fewer of them for slow runs). AᵀA rates count the full product (2·m·n²), as
+ * cr_task_flops does. ratio_vs_ref = reference time / this time. SYRK is timed alone (no
+ * mirror), the strictest reference. CSV columns:
  * sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref */
-#include "../tests/gpu/gpu_die.h"
-#include <algorithm>
+#include "tools/gpu/harness.cuh"
 #include <cublas_v2.h>
-#include <functional>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include <vector>
 
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -30,27 +28,13 @@
     } while (0)
 
 static FILE *csv;
-static cudaEvent_t ev0, ev1;
+static gpu_timer timer;
 
-/* Median time of fn over reps runs (after one warm-up); reps shrink for slow runs. */
-static double time_ms(const std::function<void()> &fn, int reps, double budget_ms = 3000)
+/* at most reps repeats, fewer (not under 3) once they have taken budget_ms */
+template <typename Launch>
+static double time_ms(const Launch &fn, int reps, double budget_ms = 3000)
 {
-    fn();
-    CK(cudaDeviceSynchronize());
-    std::vector<float> t;
-    for (int r = 0; r < reps; r++) {
-        CK(cudaEventRecord(ev0));
-        fn();
-        CK(cudaEventRecord(ev1));
-        CK(cudaEventSynchronize(ev1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, ev0, ev1));
-        t.push_back(ms);
-        if (ms * (r + 1) > budget_ms && r >= 2)
-            break;
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return gpu_time_median_ms(&timer, fn, reps, 0, budget_ms);
 }
 
 static void row(const char *sweep, const char *kernel, const char *dtype, long long m, long long n,
@@ -180,8 +164,8 @@ int main(int argc, char **argv)
     DIE_IF(!csv, "cannot write %s", argv[1]);
     double fp64_budget_s = argc > 2 ? atof(argv[2]) : 120;
     fprintf(csv, "sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref\n");
-    CK(cudaEventCreate(&ev0));
-    CK(cudaEventCreate(&ev1));
+    gpu_print_clocks(stdout);
+    gpu_timer_create(&timer);
     CK(cublasCreate(&blas));
     for (int n : {1024, 2048, 4096, 8192})
         ata_fp32(n);
@@ -190,6 +174,8 @@ int main(int argc, char **argv)
     for (int n = 2000; n <= 18000 && difftime(time(NULL), start) < fp64_budget_s; n += 2000)
         ata_fp64(n);
     fclose(csv);
+    gpu_timer_destroy(&timer);
+    CK(cublasDestroy(blas));
     printf("\ntargets (same run):\n");
     printf("  symtile vs gemm kernel, AᵀA FP32 n=4096: %.2fx faster (target >= 1.6)\n", best_speed[0]);
     printf("  symtile vs cuBLAS SSYRK, FP32 n=4096:     %.2fx (target >= 0.9)\n", best_speed[1]);

@@ -4,20 +4,17 @@
  *   full    squares 128..8192 and the V100 write-up's sweep M=N=128..16384 with K=1024
  *   quick   4096³ and 8192³ only, own dbuf candidates vs cuBLAS (tuning)
  *   profile [V] one dbuf launch at 4096³ (for ncu), V = candidate number (0: shipped)
- * Timing: cudaEvents around each launch, warm-up first, median of repeats, random inputs in
- * [-1, 1]. CSV columns: sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas (ratio = cuBLAS
- * time of the same dtype and shape over this kernel's time; > 1 means faster than cuBLAS). */
-#include "../tests/gpu/gpu_die.h"
+ * Timing: tools/gpu/harness.cuh (warm-up, L2 flushed before each repeat, median of 3..30
+ * repeats, as many as fit ~150 ms per kernel and shape), random inputs in [-1, 1].
+ * CSV columns: sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas (ratio = cuBLAS time of the
+ * same dtype and shape over this kernel's time; > 1 means faster than cuBLAS). */
+#include "tools/gpu/harness.cuh"
 #include <cublas_v2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_kernels.h"
-
-/* backend.h is included without extern "C" from C++, so its C helpers (cr_dtype_name) do not
- * link from here; this file names the two dtypes itself. */
-static const char *dt_name(cr_dtype d) { return d == CR_DT_F32 ? "float32" : d == CR_DT_F64 ? "float64" : "other"; }
 
 /* tuning hook in kernels/cuda/gemm_dbuf.cu (not part of the public header) */
 extern "C" cudaError_t cr_cuda_gemm_dbuf_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
@@ -54,7 +51,7 @@ static const bench_kernel all_kernels[] = {
 static struct {
     void *a, *b, *c;
     cublasHandle_t h, htf32;
-    cudaEvent_t e0, e1;
+    gpu_timer timer;
     FILE *csv;
 } B;
 
@@ -117,42 +114,22 @@ static void launch(const bench_kernel *k, int64_t m, int64_t n, int64_t kk)
     }
 }
 
-static int cmp_float(const void *x, const void *y)
-{
-    float a = *(const float *)x, b = *(const float *)y;
-    return (a > b) - (a < b);
-}
-
-/* median ms over repeats; repeats chosen so that one shape costs ~150 ms */
+/* repeats: as many as fit ~150 ms per kernel and shape, 3 to 30 */
 static double time_kernel(const bench_kernel *k, int64_t m, int64_t n, int64_t kk)
 {
-    launch(k, m, n, kk); /* warm-up: module load, cuBLAS heuristics, clocks */
-    CK(cudaEventRecord(B.e0, 0));
-    launch(k, m, n, kk);
-    CK(cudaEventRecord(B.e1, 0));
-    CK(cudaEventSynchronize(B.e1));
-    float first;
-    CK(cudaEventElapsedTime(&first, B.e0, B.e1));
-    int reps = (int)(150.0 / (first + 0.01));
-    reps = reps < 3 ? 3 : reps > 30 ? 30 : reps;
-    float t[30];
-    for (int r = 0; r < reps; r++) {
-        CK(cudaEventRecord(B.e0, 0));
-        launch(k, m, n, kk);
-        CK(cudaEventRecord(B.e1, 0));
-        CK(cudaEventSynchronize(B.e1));
-        CK(cudaEventElapsedTime(&t[r], B.e0, B.e1));
-    }
-    qsort(t, reps, sizeof t[0], cmp_float);
-    return t[reps / 2];
+    return gpu_time_median_ms(&B.timer, [&] { launch(k, m, n, kk); }, 30, 0, 150.0);
 }
 
 #define MAXROW 16
 typedef struct {
-    const char *name;
-    cr_dtype dt;
+    const bench_kernel *k;
     double ms;
 } result;
+
+/* The rows the ratios are taken against and reported for, by what they run (not their names). */
+static bool is_sgemm(const bench_kernel *k) { return k->kind == K_CUBLAS && k->dt == CR_DT_F32; }
+static bool is_dbuf(const bench_kernel *k) { return k->kind == K_OWN && k->fn == cr_cuda_gemm_dbuf; }
+static bool is_fast_own(const bench_kernel *k) { return is_dbuf(k) || (k->kind == K_OWN && k->fn == cr_cuda_gemm_vec); }
 
 /* all kernels (of the mask) on one shape; ratio against cuBLAS of the same dtype */
 static int bench_shape(const char *sweep, int64_t m, int64_t n, int64_t kk, const bool *use, result *out)
@@ -173,11 +150,11 @@ static int bench_shape(const char *sweep, int64_t m, int64_t n, int64_t kk, cons
             ref[k->dt == CR_DT_F64] = ms;
         double r = ref[k->dt == CR_DT_F64];
         double gf = 2.0 * m * n * kk / (ms * 1e6);
-        fprintf(B.csv, "%s,%s,%s,%lld,%lld,%lld,%.4f,%.1f,%.3f\n", sweep, k->name, dt_name(k->dt),
+        fprintf(B.csv, "%s,%s,%s,%lld,%lld,%lld,%.4f,%.1f,%.3f\n", sweep, k->name, cr_dtype_name(k->dt),
                 (long long)m, (long long)n, (long long)kk, ms, gf, r > 0 ? r / ms : 0.0);
         fflush(B.csv);
         if (cnt < MAXROW)
-            out[cnt++] = (result){k->name, k->dt, ms};
+            out[cnt++] = (result){k, ms};
     }
     return cnt;
 }
@@ -186,11 +163,11 @@ static void print_table(int64_t s, const result *r, int cnt)
 {
     double ref = 0;
     for (int i = 0; i < cnt; i++)
-        if (!strcmp(r[i].name, "cublas") && r[i].dt == CR_DT_F32)
+        if (is_sgemm(r[i].k))
             ref = r[i].ms;
     printf("\n%lld^3            ms    TFLOP/s  vs cuBLAS SGEMM\n", (long long)s);
     for (int i = 0; i < cnt; i++)
-        printf("%-13s %s %8.3f %8.2f %8.3f\n", r[i].name, dt_name(r[i].dt), r[i].ms,
+        printf("%-13s %s %8.3f %8.2f %8.3f\n", r[i].k->name, cr_dtype_name(r[i].k->dt), r[i].ms,
                2.0 * s * s * s / (r[i].ms * 1e9), ref / r[i].ms);
 }
 
@@ -206,11 +183,7 @@ int main(int argc, char **argv)
     CK(cublasCreate(&B.htf32));
     CK(cublasSetMathMode(B.h, CUBLAS_PEDANTIC_MATH)); /* exact FP32: no tensor-core shortcut */
     CK(cublasSetMathMode(B.htf32, CUBLAS_TF32_TENSOR_OP_MATH));
-    CK(cudaEventCreate(&B.e0));
-    CK(cudaEventCreate(&B.e1));
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    gpu_print_clocks(stdout);
 
     if (!strcmp(mode, "profile")) {
         /* argv[3]: which dbuf (0 the shipped one, 1.. the candidates) */
@@ -225,12 +198,12 @@ int main(int argc, char **argv)
         perror(path);
         return 2;
     }
+    gpu_timer_create(&B.timer);
     fprintf(B.csv, "sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas\n");
     bool use_all[NKERNELS], use_fast[NKERNELS];
     for (size_t i = 0; i < NKERNELS; i++) {
         use_all[i] = true;
-        use_fast[i] = all_kernels[i].kind != K_OWN || !strcmp(all_kernels[i].name, "dbuf") ||
-                      !strcmp(all_kernels[i].name, "vec");
+        use_fast[i] = all_kernels[i].kind != K_OWN || is_fast_own(&all_kernels[i]);
         if (all_kernels[i].dt == CR_DT_F64 || all_kernels[i].kind == K_TF32)
             use_fast[i] = false;
     }
@@ -257,8 +230,10 @@ int main(int argc, char **argv)
             int c = bench_shape("k1024", sw[i], sw[i], 1024, use_all, r);
             double cu = 0, db = 0;
             for (int j = 0; j < c; j++) {
-                if (!strcmp(r[j].name, "cublas") && r[j].dt == CR_DT_F32) cu = r[j].ms;
-                if (!strcmp(r[j].name, "dbuf")) db = r[j].ms;
+                if (is_sgemm(r[j].k))
+                    cu = r[j].ms;
+                if (is_dbuf(r[j].k))
+                    db = r[j].ms;
             }
             printf("sweep K=1024 %7lld %10.3f %9.3f %8.3f\n", (long long)sw[i], cu, db, cu / db);
         }
@@ -266,5 +241,6 @@ int main(int argc, char **argv)
     print_table(4096, r4, n4);
     print_table(8192, r8, n8);
     fclose(B.csv);
+    gpu_timer_destroy(&B.timer);
     return 0;
 }

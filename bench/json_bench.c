@@ -20,10 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/job.h"
-#include "server/json_response.h"
-#include "server/numfmt.h"
-#include "server/request.h"
+#include "server/engine/job.h"
+#include "server/codec/json_encode.h"
+#include "server/codec/numfmt.h"
+#include "server/codec/json_decode.h"
 
 typedef enum { FORM_DICT, FORM_NESTED } form;
 

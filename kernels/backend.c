@@ -1,5 +1,5 @@
-/* Backend-independent helpers: names, sizes, work counts, kernel lookup. */
-#include "backend.h"
+/* Backend-independent helpers: names, sizes, work counts. */
+#include "kernels/backend.h"
 
 #include <string.h>
 
@@ -28,16 +28,6 @@ const char *cr_op_name(cr_op op)
 {
     static const char *const names[CR_OP_COUNT] = {"gemm", "ata", "histogram"};
     return (unsigned)op < CR_OP_COUNT ? names[op] : "?";
-}
-
-const cr_kernel_info *cr_find_kernel(const cr_backend *b, cr_op op, const char *name)
-{
-    size_t n = 0;
-    const cr_kernel_info *k = b->kernels(&n);
-    for (size_t i = 0; i < n; i++)
-        if (k[i].op == op && strcmp(k[i].name, name) == 0)
-            return &k[i];
-    return NULL;
 }
 
 double cr_task_flops(const cr_task *t)

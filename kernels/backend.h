@@ -26,6 +26,11 @@ typedef enum {
 /* "fp32" is exact IEEE single; "tf32" allows tensor cores that round inputs to 10-bit mantissa. */
 typedef enum { CR_PREC_DEFAULT, CR_PREC_TF32 } cr_precision;
 
+typedef enum { CR_BACKEND_CPU, CR_BACKEND_CUDA } cr_backend_id;
+
+/* A row of the kernel registry (kernels/registry.h): a kernel, its limits and its launcher. */
+typedef struct cr_kernel cr_kernel;
+
 typedef enum {
     CR_OK = 0,
     CR_E_INVALID,     /* request is well-formed but asks for the impossible: 400 */
@@ -77,7 +82,7 @@ typedef struct {
     cr_op op;
     cr_dtype dtype;
     cr_precision precision;
-    const char *kernel; /* a name from the backend's kernel list; never "auto"/"all" here */
+    const cr_kernel *kernel; /* a registry row of the backend that runs the task */
     union { cr_gemm_task gemm; cr_ata_task ata; cr_hist_task hist; } u;
     /* Polled between phases; a backend may stop early and return CR_E_CANCELLED. */
     const volatile int *cancel;
@@ -88,15 +93,6 @@ typedef struct {
     char device[128];                 /* where it ran, for the response */
     int device_index;
 } cr_timings;
-
-typedef struct {
-    const char *name;
-    cr_op op;
-    uint32_t dtypes;        /* CR_DT_BIT mask of supported input dtypes */
-    bool tf32;              /* needs precision "tf32" (and only runs under it) */
-    bool reference;         /* the backend's reference for this op: "all" mode compares to it */
-    const char *summary;
-} cr_kernel_info;
 
 typedef struct {
     char name[128];
@@ -111,16 +107,17 @@ typedef struct cr_backend cr_backend;
 
 struct cr_backend {
     const char *name;   /* "cpu" or "cuda" */
+    cr_backend_id id;   /* its rows in the kernel registry */
     /* Prepares devices; workers_per_device may be ignored (CPU). Returns CR_OK or why not. */
     cr_status (*init)(int workers_per_device, char *err, size_t errlen);
     void (*shutdown)(void);
     int (*device_count)(void);
     cr_status (*device_info)(int index, cr_device_info *out);
-    const cr_kernel_info *(*kernels)(size_t *count);
     /* A worker owns a device's stream, handles and staging; it is used by one thread at a time. */
     cr_status (*worker_create)(int device, cr_worker **out, char *err, size_t errlen);
     void (*worker_destroy)(cr_worker *w);
-    /* Runs one task synchronously on the worker. On failure, err says why (for the client). */
+    /* Runs one task synchronously on the worker, with the registry row t->kernel (a row of this
+     * backend). On failure, err says why (for the client). */
     cr_status (*run)(cr_worker *w, const cr_task *t, cr_timings *tm, char *err, size_t errlen);
     /* Bytes of device memory a task needs, to pick a device that can hold it (0 on CPU). */
     uint64_t (*task_device_bytes)(const cr_task *t);
@@ -141,19 +138,7 @@ struct cr_backend {
 extern const cr_backend cr_backend_cpu;
 #ifdef CRUNCHD_HAVE_CUDA
 extern const cr_backend cr_backend_cuda;
-/* The task's output buffer and its size (C, or the counts). */
-void *cr_task_output(const cr_task *t);
-size_t cr_task_output_bytes(const cr_task *t);
-/* Points the task at another output buffer (compare mode runs each kernel into scratch). */
-void cr_task_set_output(cr_task *t, void *out);
-/* max|x - ref| / max|ref| over the output (0 when both are all zero): the error measure of
- * compare mode and of the auto table's correctness check. */
-double cr_max_rel_error(const cr_task *t, const void *x, const void *ref);
-
 #endif
-
-/* Lookup in a backend's kernel list; NULL when no such kernel for that op. */
-const cr_kernel_info *cr_find_kernel(const cr_backend *b, cr_op op, const char *name);
 
 /* Floating-point operations a task performs (for GFLOP/s), and bytes it reads (for GB/s). */
 double cr_task_flops(const cr_task *t);

@@ -2,7 +2,7 @@
  * the GPU tests and the benchmarks. */
 #include <math.h>
 
-#include "backend.h"
+#include "kernels/backend.h"
 
 void *cr_task_output(const cr_task *t)
 {

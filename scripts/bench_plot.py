@@ -14,7 +14,7 @@ import sys
 
 REFERENCES = ("cublas", "cub", "d2d-copy")
 
-# Published in /work/shared/seeds (times in ms).
+# Published in the source write-ups (docs/sources.md lists them; times in ms).
 C2075 = {  # A size n (A is n×n, FP64): cuBLAS DGEMM, basic kernel, optimized (triangle) kernel
     2000: (51.95, 429.29, 191.41), 4000: (408.34, 3482.16, 1536.83), 6000: (1481.28, 12008.3, 5226.62),
     8000: (3458.49, 29365.12, 12690.03), 10000: (6773.91, 58601.13, 24552.65),
@@ -92,7 +92,7 @@ def fmt(v, nd=2):
 def summary(rows, outdir):
     lines = ["# Kernel benchmark summary", "",
              "Our numbers are medians from this run's CSV files; the published ones come from the seed "
-             "write-ups in /work/shared/seeds (older GPUs: V100, Tesla C2075).", ""]
+             "write-ups listed in docs/sources.md (older GPUs: V100, Tesla C2075).", ""]
     lines += ["## AᵀA FP32, m = n (ms; rate counts the full 2·m·n² product)", "",
               "| n | gemm (dbuf) | symtile | cuBLAS SSYRK | cuBLAS SGEMM | symtile vs gemm | symtile vs SYRK |",
               "| --- | --- | --- | --- | --- | --- | --- |"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what the GPU machine needs to run make test-gpu / make bench without a compiler or
 # libmicrohttpd there: the daemon, its fault-injection twin, the GPU tests and benchmarks, and
-# every library they load that the machine lacks (../shared/tools/device-bundle.sh), compressed
+# every library they load that the machine lacks (scripts/bundle-libs.sh), compressed
 # under the 64 MiB the device tool carries.
 #   scripts/device-pack.sh            -> .devpack/device.tar.xz (git-ignored)
 # On the device (carry .devpack and .whl):
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 make -j2 build build-fault
 cp build-fault/crunchd build-fault/crunchd-fault
 rm -rf .device
-../shared/tools/device-bundle.sh build/crunchd build-fault/crunchd-fault build/tests/gpu_* $(find build/bench -maxdepth 1 -type f -executable)
+scripts/bundle-libs.sh build/crunchd build-fault/crunchd-fault build/tests/gpu_* $(find build/bench -maxdepth 1 -type f -executable)
 strip .device/bin/*
 grep -qx '/.devpack/' .git/info/exclude || echo '/.devpack/' >> .git/info/exclude
 mkdir -p .devpack

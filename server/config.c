@@ -1,5 +1,5 @@
 /* Flags and environment variables, one table so --help, env names and parsing cannot drift. */
-#include "config.h"
+#include "server/config.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* cr_fail: the one way an error is recorded, so every route fills cr_error the same way. */
-#include "error.h"
+#include "server/error.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,13 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "clock.h"
-#include "config.h"
-#include "engine.h"
-#include "http.h"
-#include "job_table.h"
-#include "log.h"
+#include "server/http/check.h"
+#include "server/clock.h"
+#include "server/config.h"
+#include "server/engine/engine.h"
+#include "server/http/listener.h"
+#include "server/engine/job_table.h"
+#include "server/obs/log.h"
 
 enum { EXIT_DRAINED = 0, EXIT_ABORTED = 1, EXIT_STARTUP = 2, EXIT_DEVICE_FAULT = 3 };
 

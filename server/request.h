@@ -1,5 +1,6 @@
 /* A decoded, validated request: what the client asked for, with its input arrays in memory the
- * request owns. Produced by the decoders (JSON, later .npy/multipart), consumed by the engine. */
+ * request owns. The decoders (codec/json_decode, codec/binary_decode, kserve/kserve_decode) only
+ * fill one; its life cycle is here: limits, the output buffer, freeing. The engine consumes it. */
 #ifndef CRUNCHD_REQUEST_H
 #define CRUNCHD_REQUEST_H
 
@@ -7,8 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../kernels/backend.h"
-#include "error.h"
+#include "kernels/backend.h"
+#include "kernels/registry.h"
+#include "server/config.h"
+#include "server/error.h"
 
 /* Limits enforced while decoding, before memory is spent on the declared sizes. */
 typedef struct {
@@ -17,14 +20,14 @@ typedef struct {
     int32_t max_bins;
 } cr_limits;
 
-#define CR_KERNEL_NAME_MAX 32
 #define CR_REQUEST_BUFS 4
 /* Slots 0..2 hold inputs (a, b, c or data); the last holds the output. */
-#define CR_BUF_OUTPUT (CR_REQUEST_BUFS - 1)
+enum { CR_BUF_A = 0, CR_BUF_B = 1, CR_BUF_C = 2, CR_BUF_OUTPUT = CR_REQUEST_BUFS - 1 };
 
 typedef struct {
-    cr_task task;                       /* pointers in task.u.* point into bufs */
-    char kernel[CR_KERNEL_NAME_MAX];    /* a kernel name, "auto" or "all" */
+    cr_task task;                       /* pointers in task.u.* point into bufs; task.kernel is
+                                           set by the engine when it resolves `kernel` */
+    cr_kernel_choice kernel;            /* what the client asked: auto, all or a name */
     bool is_float_hist;                 /* histogram of float data: response carries edges */
     int64_t timeout_ms;                 /* 0: server default */
     void *bufs[CR_REQUEST_BUFS];        /* owned; freed by cr_request_free */
@@ -39,16 +42,21 @@ typedef struct {
     uint64_t body_bytes;                /* size of the request as received */
 } cr_request;
 
-/* Decodes a JSON body. op == CR_OP_COUNT means "read the op from the body's \"op\" field" (the
- * async /v1/jobs form). On failure returns -1 with err filled (field named) and *out freed. */
-int cr_request_from_json(cr_op op, const char *body, size_t len, const cr_limits *lim,
-                         cr_request *out, cr_error *err);
+/* The decoders' limits from the configuration; cr_request_default_limits when cfg is NULL
+ * (tests, tools): generous but finite. */
+cr_limits cr_request_limits(const cr_config *cfg);
 
-/* Allocates the output buffer for task (C matrix, counts) in out->bufs; -1 on failure. */
+/* One buffer of `bytes` for slot (the output slot through out_alloc when set, zeroed on
+ * request), replacing what the slot held; NULL with a 503 host_memory error. */
+void *cr_request_alloc_buf(cr_request *r, int slot, size_t bytes, bool zeroed, cr_error *err);
+
+/* Allocates the output buffer for the task (C matrix, counts) and points the task at it. */
 int cr_request_alloc_output(cr_request *r, cr_error *err);
 
 /* Frees one buffer with the allocator that made it. */
 void cr_request_free_buf(cr_request *r, int slot);
+/* Inputs are dead once a job ends; a result kept for its TTL should not pin them too. */
+void cr_request_free_inputs(cr_request *r);
 
 void cr_request_free(cr_request *r);
 

@@ -1,6 +1,7 @@
 /* The CPU backend: OpenBLAS for the matrix ops, plain C references, the host as device 0.
  * It exists so the daemon and every HTTP test run on a machine without a GPU. */
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/registry.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -14,30 +15,6 @@
 struct cr_worker {
     int device; /* always 0; kept so a worker can say where it runs */
 };
-
-/* Order matters: kernel_fns[i] runs kernel_list[i]. */
-static const cr_kernel_info kernel_list[] = {
-    {"openblas", CR_OP_GEMM, CR_DT_BIT(CR_DT_F32) | CR_DT_BIT(CR_DT_F64), false, false,
-     "OpenBLAS SGEMM/DGEMM"},
-    {"reference", CR_OP_GEMM, CR_DT_BIT(CR_DT_F32) | CR_DT_BIT(CR_DT_F64), false, true,
-     "plain C, accumulates in double"},
-    {"openblas", CR_OP_ATA, CR_DT_BIT(CR_DT_F32) | CR_DT_BIT(CR_DT_F64), false, false,
-     "OpenBLAS SSYRK/DSYRK, upper triangle mirrored"},
-    {"reference", CR_OP_ATA, CR_DT_BIT(CR_DT_F32) | CR_DT_BIT(CR_DT_F64), false, true,
-     "plain C, accumulates in double"},
-    {"reference", CR_OP_HISTOGRAM, (1u << CR_DT_COUNT) - 1u, false, true,
-     "plain C, numpy.histogram bin edges; uint8 256-bin counting fast path"},
-};
-
-static const cpu_kernel_fn kernel_fns[] = {
-    cpu_gemm_openblas, cpu_gemm_reference, cpu_ata_openblas, cpu_ata_reference,
-    cpu_hist_reference,
-};
-
-_Static_assert(sizeof kernel_list / sizeof kernel_list[0] == sizeof kernel_fns / sizeof kernel_fns[0],
-               "every CPU kernel needs a run function");
-
-#define KERNEL_COUNT (sizeof kernel_list / sizeof kernel_list[0])
 
 /* CRUNCHD_CPU_THREADS caps OpenBLAS's threads; unset, the cores are shared out among the
  * workers so that parallel jobs do not oversubscribe the machine. */
@@ -70,13 +47,6 @@ static void cpu_shutdown(void) {}
 
 static int cpu_device_count(void) { return 1; }
 
-static const cr_kernel_info *cpu_kernels(size_t *count)
-{
-    if (count != NULL)
-        *count = KERNEL_COUNT;
-    return kernel_list;
-}
-
 static cr_status cpu_worker_create(int device, cr_worker **out, char *err, size_t errlen)
 {
     if (out == NULL)
@@ -101,19 +71,18 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Finds the kernel's run function and checks it takes this dtype. */
-static cr_status resolve_kernel(const cr_task *t, cpu_kernel_fn *fn, char *err, size_t errlen)
+/* The registry resolved the kernel; a row of another backend or op, or a dtype the row lacks,
+ * is a caller's bug and gets a status. tf32 rows do not exist here. */
+static cr_status resolve_kernel(const cr_task *t, cr_cpu_launcher *fn, char *err, size_t errlen)
 {
-    if (t->kernel == NULL)
-        return cpu_fail(CR_E_INVALID, err, errlen, "no kernel named for %s", cr_op_name(t->op));
-    const cr_kernel_info *k = cr_find_kernel(&cr_backend_cpu, t->op, t->kernel);
-    if (k == NULL)
-        return cpu_fail(CR_E_INVALID, err, errlen, "unknown %s kernel \"%s\" on the cpu backend",
-                        cr_op_name(t->op), t->kernel);
-    if ((unsigned)t->dtype >= CR_DT_COUNT || !(k->dtypes & CR_DT_BIT(t->dtype)))
+    const cr_kernel *k = t->kernel;
+    if (k == NULL || k->backend != CR_BACKEND_CPU || k->cpu == NULL || k->op != t->op)
+        return cpu_fail(CR_E_INVALID, err, errlen, "no cpu %s kernel \"%s\"", cr_op_name(t->op),
+                        k ? k->name : "(null)");
+    if (cr_kernel_check(k, t, NULL, 0) != CR_KCHECK_OK)
         return cpu_fail(CR_E_UNSUPPORTED, err, errlen, "%s kernel \"%s\" does not support dtype %s",
-                        cr_op_name(t->op), t->kernel, cr_dtype_name(t->dtype));
-    *fn = kernel_fns[k - kernel_list];
+                        cr_op_name(t->op), k->name, cr_dtype_name(t->dtype));
+    *fn = k->cpu;
     return CR_OK;
 }
 
@@ -130,7 +99,7 @@ static cr_status cpu_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *e
         return cpu_fail(CR_E_INTERNAL, err, errlen, "run: task is NULL");
     if ((unsigned)t->op >= CR_OP_COUNT)
         return cpu_fail(CR_E_INVALID, err, errlen, "unknown op %d", (int)t->op);
-    cpu_kernel_fn fn = NULL;
+    cr_cpu_launcher fn = NULL;
     cr_status s = resolve_kernel(t, &fn, err, errlen);
     if (s == CR_OK)
         s = cpu_validate_task(t, err, errlen);
@@ -153,11 +122,11 @@ static uint64_t cpu_task_device_bytes(const cr_task *t)
 
 const cr_backend cr_backend_cpu = {
     .name = "cpu",
+    .id = CR_BACKEND_CPU,
     .init = cpu_init,
     .shutdown = cpu_shutdown,
     .device_count = cpu_device_count,
     .device_info = cpu_device_info,
-    .kernels = cpu_kernels,
     .worker_create = cpu_worker_create,
     .worker_destroy = cpu_worker_destroy,
     .run = cpu_run,

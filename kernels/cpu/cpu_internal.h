@@ -4,9 +4,8 @@
 
 #include "kernels/backend.h"
 
-/* Every CPU kernel has this shape: validated task in, status out, err filled on failure. */
-typedef cr_status (*cpu_kernel_fn)(const cr_task *t, char *err, size_t errlen);
-
+/* The CPU kernels, rows of kernels/registry.c (cr_cpu_launcher): validated task in, status out,
+ * err filled on failure. */
 cr_status cpu_gemm_openblas(const cr_task *t, char *err, size_t errlen);
 cr_status cpu_gemm_reference(const cr_task *t, char *err, size_t errlen);
 cr_status cpu_ata_openblas(const cr_task *t, char *err, size_t errlen);

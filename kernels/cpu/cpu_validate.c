@@ -2,6 +2,7 @@
  * validates requests before they get here; these checks exist so that a caller bug becomes a
  * CR_E_INVALID with a message rather than an out-of-bounds read. */
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/hist_range.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -52,7 +53,7 @@ static cr_status validate_ata(const cr_ata_task *a, size_t es, char *err, size_t
     return CR_OK;
 }
 
-static cr_status validate_hist(const cr_hist_task *h, size_t es, char *err, size_t errlen)
+static cr_status validate_hist(const cr_hist_task *h, cr_dtype dt, size_t es, char *err, size_t errlen)
 {
     if (h->count < 0)
         return cpu_fail(CR_E_INVALID, err, errlen, "histogram: count must be >= 0 (got %lld)",
@@ -60,11 +61,13 @@ static cr_status validate_hist(const cr_hist_task *h, size_t es, char *err, size
     if (h->bins < 1)
         return cpu_fail(CR_E_INVALID, err, errlen, "histogram: bins must be >= 1 (got %d)",
                         (int)h->bins);
-    /* numpy rejects a non-finite range and a reversed one; lo == hi it widens, but that is the
-     * decoder's choice to make before the task is built. */
-    if (!isfinite(h->lo) || !isfinite(h->hi) || !(h->lo < h->hi))
-        return cpu_fail(CR_E_INVALID, err, errlen,
-                        "histogram: range must be finite with lo < hi (got [%g, %g])", h->lo, h->hi);
+    double lo = h->lo, hi = h->hi;
+    cr_range_status st = cr_hist_range_fix(&lo, &hi, dt);
+    if (st != CR_RANGE_OK) {
+        char why[160];
+        cr_hist_range_explain(st, h->lo, h->hi, why, sizeof why);
+        return cpu_fail(CR_E_INVALID, err, errlen, "histogram: %s", why);
+    }
     if (!fits_bytes(h->count, 1, 1, es))
         return cpu_fail(CR_E_INVALID, err, errlen, "histogram: count overflows 64-bit offsets");
     if ((h->count > 0 && h->data == NULL) || h->counts == NULL)
@@ -83,7 +86,7 @@ cr_status cpu_validate_task(const cr_task *t, char *err, size_t errlen)
     case CR_OP_ATA:
         return validate_ata(&t->u.ata, es, err, errlen);
     case CR_OP_HISTOGRAM:
-        return validate_hist(&t->u.hist, es, err, errlen);
+        return validate_hist(&t->u.hist, t->dtype, es, err, errlen);
     default:
         return cpu_fail(CR_E_INVALID, err, errlen, "unknown op %d", (int)t->op);
     }

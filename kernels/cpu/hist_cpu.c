@@ -7,6 +7,7 @@
  * a float32 edge that its double neighbour misses), float64 for integer data, and every value
  * is compared after conversion to that type. */
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/hist_range.h"
 
 #include <math.h>
 #include <string.h>
@@ -21,17 +22,18 @@ typedef struct {
     float lo32, hi32;    /* the range as float32 data sees it */
 } hist_edges;
 
-static hist_edges make_edges(const cr_hist_task *h)
+/* lo and hi as cr_hist_range_fix left them (finite, lo < hi, representable in the data's type). */
+static hist_edges make_edges(double lo, double hi, int32_t bins)
 {
     hist_edges e;
-    e.lo = h->lo;
-    e.hi = h->hi;
-    e.span = h->hi - h->lo;
-    e.bins = h->bins;
+    e.lo = lo;
+    e.hi = hi;
+    e.span = hi - lo;
+    e.bins = bins;
     e.step = e.span / (double)e.bins;
     e.step_underflows = e.step == 0.0;
-    e.lo32 = (float)h->lo;
-    e.hi32 = (float)h->hi;
+    e.lo32 = (float)lo;
+    e.hi32 = (float)hi;
     return e;
 }
 
@@ -146,11 +148,9 @@ static void count_block(const cr_task *t, const hist_edges *e, int64_t begin, in
 cr_status cpu_hist_reference(const cr_task *t, char *err, size_t errlen)
 {
     const cr_hist_task *h = &t->u.hist;
-    hist_edges e = make_edges(h);
-    /* float32 data meets the range as float32; a range beyond float32 has no edges there. */
-    if (t->dtype == CR_DT_F32 && (!isfinite(e.lo32) || !isfinite(e.hi32)))
-        return cpu_fail(CR_E_INVALID, err, errlen,
-                        "histogram: range [%g, %g] is not representable in float32", h->lo, h->hi);
+    double lo = h->lo, hi = h->hi;
+    cr_hist_range_fix(&lo, &hi, t->dtype); /* checked by cpu_validate_task; widens lo == hi */
+    hist_edges e = make_edges(lo, hi, h->bins);
     memset(h->counts, 0, (size_t)h->bins * sizeof *h->counts);
     for (int64_t begin = 0; begin < h->count; begin += HIST_BLOCK) {
         if (cpu_cancelled(t))

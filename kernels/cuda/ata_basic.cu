@@ -1,6 +1,6 @@
 /* AᵀA `basic`: one output per thread, C[i][j] = Σ_k A[k][i]·A[k][j], straight from global
  * memory, the full matrix (no use of symmetry). The baseline of the C2075 write-up. */
-#include "ata_hist_kernels.h"
+#include "kernels/cuda/ata_hist_kernels.h"
 
 #define BASIC_TILE 16
 

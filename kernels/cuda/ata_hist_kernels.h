@@ -11,15 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* backend.h has no extern "C" guard of its own: without this, C++ would mangle the names of
- * backend.c's functions and of cr_backend_cuda. Include this header before cuda_kernels.h. */
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include "../backend.h"
-#ifdef __cplusplus
-}
-#endif
+#include "kernels/backend.h"
 
 #ifdef __cplusplus
 extern "C" {

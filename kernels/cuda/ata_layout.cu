@@ -2,7 +2,7 @@
  * the upper triangle onto the lower one (cuBLAS SYRK fills one triangle only). Both move 32×32
  * tiles through shared memory so reads and writes are coalesced; the +1 column of padding keeps
  * the transposed reads off a single bank. */
-#include "ata_hist_kernels.h"
+#include "kernels/cuda/ata_hist_kernels.h"
 
 #define TT 32
 #define TT_ROWS 8

@@ -14,7 +14,7 @@
  * Any size: rows of A past m and columns past n are zero-filled by cp.async (src-size 0), stores
  * are bounds-checked. The vector path needs n a multiple of VW and A 16-byte aligned; otherwise
  * the same kernel copies element by element (VEC = false). */
-#include "ata_hist_kernels.h"
+#include "kernels/cuda/ata_hist_kernels.h"
 
 #define SYM_THREADS 256
 #define SYM_BK 16

@@ -1,41 +1,11 @@
-/* The cuda backend: device enumeration, the kernel list, and the table server/ calls through.
- * Workers (cuda_worker.cu) and task runs (cuda_run.cu) live beside it. */
+/* The cuda backend: device enumeration and the table server/ calls through. Its kernels are rows
+ * of kernels/registry.c; workers (cuda_worker.cu) and task runs (cuda_run.cu) live beside it. */
 #include <stdint.h>
 #include <string.h>
 
-#include "cuda_worker.h"
-#include "pinned_pool.h"
-#include "prefetch.h"
-
-#define F32 CR_DT_BIT(CR_DT_F32)
-#define F64 CR_DT_BIT(CR_DT_F64)
-#define HIST_DT (CR_DT_BIT(CR_DT_U8) | F32 | F64)
-
-/* dtypes are what each launcher truly runs: vec and dbuf (and so ata `gemm`) are FP32 only. */
-static const cr_kernel_info cuda_kernels[] = {
-    {"naive", CR_OP_GEMM, F32 | F64, false, false, "one output per thread, global memory"},
-    {"regtile", CR_OP_GEMM, F32 | F64, false, false, "T×T outputs per thread in registers"},
-    {"smem", CR_OP_GEMM, F32 | F64, false, false, "shared-memory tiles"},
-    {"blocktile", CR_OP_GEMM, F32 | F64, false, false, "128×128×8 block tile, 8×8 thread tile"},
-    {"vec", CR_OP_GEMM, F32, false, false, "bank-conflict-free, Aᵀ in shared memory, float4 loads"},
-    {"dbuf", CR_OP_GEMM, F32, false, false, "double-buffered block tile"},
-    {"cublas", CR_OP_GEMM, F32 | F64, false, true, "cuBLAS SGEMM/DGEMM"},
-    {"cublas-tf32", CR_OP_GEMM, F32, true, false, "cuBLAS with TF32 tensor cores"},
-    {"gemm", CR_OP_ATA, F32, false, false, "AᵀA as a GEMM through the dbuf kernel"},
-    {"basic", CR_OP_ATA, F32 | F64, false, false, "one output per thread, full matrix"},
-    {"symtile", CR_OP_ATA, F32 | F64, false, false, "upper-triangle tiles, register-blocked, mirrored"},
-    {"cublas-syrk", CR_OP_ATA, F32 | F64, false, true, "cuBLAS SYRK, triangle mirrored"},
-    {"global", CR_OP_HISTOGRAM, HIST_DT, false, false, "global-memory atomics"},
-    {"smem", CR_OP_HISTOGRAM, HIST_DT, false, false, "shared-memory privatized bins"},
-    {"smem-vec", CR_OP_HISTOGRAM, HIST_DT, false, false, "privatized bins, 16-byte loads, persistent grid"},
-    {"cub", CR_OP_HISTOGRAM, HIST_DT, false, true, "CUB DeviceHistogram::HistogramEven"},
-};
-
-const cr_kernel_info *cr_cuda_kernel_list(size_t *count)
-{
-    *count = sizeof cuda_kernels / sizeof cuda_kernels[0];
-    return cuda_kernels;
-}
+#include "kernels/cuda/cuda_worker.h"
+#include "kernels/cuda/pinned_pool.h"
+#include "kernels/cuda/prefetch.h"
 
 static int n_devices;
 
@@ -106,8 +76,6 @@ cleanup:
     return cr_cuda_status(e.code);
 }
 
-static const cr_kernel_info *cuda_kernel_list(size_t *count) { return cr_cuda_kernel_list(count); }
-
 /* Pinned (page-locked) host memory, portable to every device's context, from a cache of blocks
  * (pinned_pool.cu): uploads land in it and the worker copies them to the device directly. NULL
  * when pinning fails (the caller falls back to pageable memory, which the worker stages). */
@@ -121,11 +89,11 @@ extern "C" void cr_cuda_worker_destroy(cr_worker *w);
 
 extern "C" const cr_backend cr_backend_cuda = {
     "cuda",
+    CR_BACKEND_CUDA,
     cuda_init,
     cuda_shutdown,
     cuda_device_count,
     cuda_device_info,
-    cuda_kernel_list,
     cr_cuda_worker_create,
     cr_cuda_worker_destroy,
     cr_cuda_run,

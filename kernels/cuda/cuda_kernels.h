@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../backend.h"
+#include "kernels/backend.h"
 
 #ifdef __cplusplus
 extern "C" {

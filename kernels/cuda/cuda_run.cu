@@ -8,10 +8,9 @@
  * block: the kernel reads the prefetch's buffer once its copies are done. */
 #include <string.h>
 
-#include "ata_hist_kernels.h" /* first: it gives backend.h C linkage */
-#include "cuda_worker.h"
-#include "cuda_kernels.h"
-#include "prefetch.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/prefetch.h"
+#include "kernels/registry.h"
 
 #define ALIGN 256
 #define MAX_INPUTS 3
@@ -61,20 +60,13 @@ static void set_output(task_layout *l, void *host, size_t bytes, size_t work_byt
     l->total = l->work_off + work_bytes;
 }
 
-static size_t hist_cub_temp(const cr_task *t)
-{
-    const cr_hist_task *h = &t->u.hist;
-    cr_hist_dev d = {h->count, NULL, h->bins, h->lo, h->hi, NULL};
-    size_t bytes = 0;
-    return cr_cuda_hist_cub(&d, t->dtype, NULL, &bytes, 0) == cudaSuccess ? bytes : 0;
-}
-
 static void plan_task(const cr_task *t, task_layout *l, const resident_inputs *res)
 {
     memset(l, 0, sizeof *l);
     if (res)
         l->res = *res;
     size_t es = cr_dtype_size(t->dtype);
+    size_t scratch = t->kernel && t->kernel->scratch ? (size_t)t->kernel->scratch(t) : 0;
     if (t->op == CR_OP_GEMM) {
         const cr_gemm_task *g = &t->u.gemm;
         add_input(l, g->a, (size_t)(g->m * g->k) * es);
@@ -83,19 +75,15 @@ static void plan_task(const cr_task *t, task_layout *l, const resident_inputs *r
             add_input(l, g->c_in, (size_t)(g->m * g->n) * es);
             l->out_is_input = true;
         }
-        set_output(l, g->c_out, (size_t)(g->m * g->n) * es, 0);
+        set_output(l, g->c_out, (size_t)(g->m * g->n) * es, scratch);
     } else if (t->op == CR_OP_ATA) {
         const cr_ata_task *a = &t->u.ata;
         add_input(l, a->a, (size_t)(a->m * a->n) * es);
-        cr_ata_dev d = {a->m, a->n, a->trans_a, NULL, NULL, NULL};
-        bool symtile = t->kernel && strcmp(t->kernel, "symtile") == 0;
-        set_output(l, a->c_out, (size_t)(a->n * a->n) * es,
-                   symtile ? cr_cuda_ata_work_bytes(&d, t->dtype, cr_cuda_ata_symtile) : 0);
+        set_output(l, a->c_out, (size_t)(a->n * a->n) * es, scratch);
     } else {
         const cr_hist_task *h = &t->u.hist;
         add_input(l, h->data, (size_t)h->count * es);
-        bool cub = t->kernel && strcmp(t->kernel, "cub") == 0;
-        set_output(l, h->counts, (size_t)h->bins * sizeof(uint64_t), cub ? hist_cub_temp(t) : 0);
+        set_output(l, h->counts, (size_t)h->bins * sizeof(uint64_t), scratch);
     }
 }
 
@@ -106,153 +94,21 @@ uint64_t cr_cuda_task_device_bytes(const cr_task *t)
     return l.total;
 }
 
-/* ---- the kernel phase, per op ---- */
+/* ---- the kernel phase ---- */
 
-static int64_t ld_of(int64_t x) { return x > 1 ? x : 1; } /* cuBLAS wants ld >= 1 even when empty */
-
-/* Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the row-major buffers already are
- * the column-major transposes, so swap the operands and m↔n, no copies. */
-static cublasStatus_t cublas_gemm(cr_worker *w, const cr_task *t, const cr_gemm_dev *g)
-{
-    cublasOperation_t op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int ldb = (int)ld_of(g->trans_b ? g->k : g->n), lda = (int)ld_of(g->trans_a ? g->m : g->k);
-    int ldc = (int)ld_of(g->n);
-    if (t->dtype == CR_DT_F64)
-        return cublasDgemm(w->blas, op_b, op_a, (int)g->n, (int)g->m, (int)g->k, &g->alpha,
-                           (const double *)g->b, ldb, (const double *)g->a, lda, &g->beta, (double *)g->c, ldc);
-    float alpha = (float)g->alpha, beta = (float)g->beta;
-    return cublasSgemm(w->blas, op_b, op_a, (int)g->n, (int)g->m, (int)g->k, &alpha, (const float *)g->b,
-                       ldb, (const float *)g->a, lda, &beta, (float *)g->c, ldc);
-}
-
-/* TF32 tensor-op math for this one call, then back to exact FP32 for the worker's next task. */
-static cudaError_t cublas_gemm_tf32(cr_worker *w, const cr_task *t, const cr_gemm_dev *g, cr_cuda_err *e)
-{
-    bool set = false;
-    CR_CHECK(e, cublasSetMathMode(w->blas, CUBLAS_TF32_TENSOR_OP_MATH));
-    set = true;
-    CR_CHECK(e, cublas_gemm(w, t, g));
-cleanup:
-    if (set)
-        cr_check_record(e, cublasSetMathMode(w->blas, CUBLAS_DEFAULT_MATH), "restore math mode", __FILE__, __LINE__);
-    return e->code;
-}
-
-static const struct { const char *name; cr_gemm_launcher fn; } gemm_own[] = {
-    {"naive", cr_cuda_gemm_naive}, {"regtile", cr_cuda_gemm_regtile}, {"smem", cr_cuda_gemm_smem},
-    {"blocktile", cr_cuda_gemm_blocktile}, {"vec", cr_cuda_gemm_vec}, {"dbuf", cr_cuda_gemm_dbuf},
-};
-
-static cudaError_t run_gemm(cr_worker *w, const cr_task *t, char *dev, const task_layout *l, cr_cuda_err *e)
-{
-    const cr_gemm_task *gt = &t->u.gemm;
-    cr_gemm_dev g = {gt->m, gt->n, gt->k, gt->trans_a, gt->trans_b, gt->alpha,
-                     gt->c_in ? gt->beta : 0.0, l->in_dev[0], l->in_dev[1], dev + l->out_off};
-    if (!gt->c_in) /* C treated as zeros: never read uninitialized pool memory, even times 0 */
-        CR_CHECK(e, cudaMemsetAsync(g.c, 0, l->out_bytes, w->stream));
-    if (strcmp(t->kernel, "cublas") == 0)
-        CR_CHECK(e, cublas_gemm(w, t, &g));
-    else if (strcmp(t->kernel, "cublas-tf32") == 0)
-        CR_CHECK(e, cublas_gemm_tf32(w, t, &g, e));
-    else
-        for (size_t i = 0; i < sizeof gemm_own / sizeof gemm_own[0]; i++)
-            if (strcmp(t->kernel, gemm_own[i].name) == 0)
-                CR_CHECK(e, gemm_own[i].fn(&g, t->dtype, w->stream));
-cleanup:
-    return e->code;
-}
-
-/* AᵀA on cuBLAS: the row-major A (m×n) is the column-major X = Aᵀ (n×m), AᵀA = X·Xᵀ; a stored Aᵀ
- * is the column-major A, AᵀA = AᵀA with trans. Column-major lower = row-major upper triangle,
- * which the mirror then copies down. */
-static cudaError_t cublas_syrk(cr_worker *w, const cr_task *t, const void *a, void *c, cr_cuda_err *e)
-{
-    const cr_ata_task *at = &t->u.ata;
-    cublasOperation_t op = at->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int n = (int)at->n, k = (int)at->m, lda = (int)ld_of(at->trans_a ? at->m : at->n);
-    if (t->dtype == CR_DT_F64) {
-        const double one = 1.0, zero = 0.0;
-        CR_CHECK(e, cublasDsyrk(w->blas, CUBLAS_FILL_MODE_LOWER, op, n, k, &one, (const double *)a, lda,
-                                &zero, (double *)c, (int)ld_of(n)));
-    } else {
-        const float one = 1.0f, zero = 0.0f;
-        CR_CHECK(e, cublasSsyrk(w->blas, CUBLAS_FILL_MODE_LOWER, op, n, k, &one, (const float *)a, lda,
-                                &zero, (float *)c, (int)ld_of(n)));
-    }
-    CR_CHECK(e, cr_cuda_mirror_upper(c, at->n, t->dtype, w->stream));
-cleanup:
-    return e->code;
-}
-
-/* AᵀA through our fastest own GEMM: C(n×n) = op(A)·op(B) with both operands the one stored A. */
-static cudaError_t ata_as_gemm(cr_worker *w, const cr_task *t, const void *a, void *c)
-{
-    const cr_ata_task *at = &t->u.ata;
-    cr_gemm_dev g = {at->n, at->n, at->m, !at->trans_a, at->trans_a, 1.0, 0.0, a, a, c};
-    return cr_cuda_gemm_dbuf(&g, t->dtype, w->stream);
-}
-
-static cudaError_t run_ata(cr_worker *w, const cr_task *t, char *dev, const task_layout *l, cr_cuda_err *e)
-{
-    const cr_ata_task *at = &t->u.ata;
-    void *a = l->in_dev[0], *c = dev + l->out_off;
-    cr_ata_dev d = {at->m, at->n, at->trans_a, a, c, l->work_bytes ? dev + l->work_off : NULL};
-    if (at->n == 0)
-        return cudaSuccess;
-    if (strcmp(t->kernel, "cublas-syrk") == 0)
-        CR_CHECK(e, cublas_syrk(w, t, a, c, e));
-    else if (strcmp(t->kernel, "gemm") == 0)
-        CR_CHECK(e, ata_as_gemm(w, t, a, c));
-    else if (strcmp(t->kernel, "basic") == 0)
-        CR_CHECK(e, cr_cuda_ata_basic(&d, t->dtype, w->stream));
-    else if (strcmp(t->kernel, "symtile") == 0)
-        CR_CHECK(e, cr_cuda_ata_symtile(&d, t->dtype, w->stream));
-cleanup:
-    return e->code;
-}
-
-static cudaError_t run_hist(cr_worker *w, const cr_task *t, char *dev, const task_layout *l, cr_cuda_err *e)
-{
-    const cr_hist_task *h = &t->u.hist;
-    cr_hist_dev d = {h->count, l->in_dev[0], h->bins, h->lo, h->hi,
-                     (unsigned long long *)(dev + l->out_off)};
-    size_t temp_bytes = l->work_bytes;
-    if (strcmp(t->kernel, "cub") == 0)
-        CR_CHECK(e, cr_cuda_hist_cub(&d, t->dtype, dev + l->work_off, &temp_bytes, w->stream));
-    else if (strcmp(t->kernel, "global") == 0)
-        CR_CHECK(e, cr_cuda_hist_global(&d, t->dtype, w->stream));
-    else if (strcmp(t->kernel, "smem") == 0)
-        CR_CHECK(e, cr_cuda_hist_smem(&d, t->dtype, w->stream));
-    else if (strcmp(t->kernel, "smem-vec") == 0)
-        CR_CHECK(e, cr_cuda_hist_smem_vec(&d, t->dtype, w->stream));
-cleanup:
-    return e->code;
-}
-
-#ifdef CRUNCHD_FAULT_INJECTION
-/* Test builds only: a real sticky fault, a store to an address no allocation covers. */
-__global__ void fault_illegal_address_kernel(int *p) { *p = 42; }
-
-static cudaError_t inject_illegal_address(cr_worker *w)
-{
-    fault_illegal_address_kernel<<<1, 1, 0, w->stream>>>((int *)(uintptr_t)0x10);
-    cudaError_t e = cudaGetLastError();
-    return e != cudaSuccess ? e : cudaStreamSynchronize(w->stream);
-}
-#endif
-
+/* The op's prologue (C is zeros without c_in: never read uninitialized pool memory, even times
+ * 0; an empty AᵀA has nothing to launch), then the registry row's launcher. */
 static cudaError_t run_kernel(cr_worker *w, const cr_task *t, char *dev, const task_layout *l, cr_cuda_err *e)
 {
-#ifdef CRUNCHD_FAULT_INJECTION
-    if (strcmp(t->kernel, "fault-illegal-address") == 0)
-        return inject_illegal_address(w);
-#endif
-    switch (t->op) {
-    case CR_OP_GEMM: return run_gemm(w, t, dev, l, e);
-    case CR_OP_ATA: return run_ata(w, t, dev, l, e);
-    default: return run_hist(w, t, dev, l, e);
-    }
+    cr_cuda_launch launch = {w, t, {l->in_dev[0], l->in_dev[1], l->n_in > 2 ? l->in_dev[2] : NULL},
+                             dev + l->out_off, l->work_bytes ? dev + l->work_off : NULL, l->work_bytes, e};
+    if (t->op == CR_OP_GEMM && !t->u.gemm.c_in)
+        CR_CHECK(e, cudaMemsetAsync(launch.out, 0, l->out_bytes, w->stream));
+    if (t->op == CR_OP_ATA && t->u.ata.n == 0)
+        return cudaSuccess;
+    CR_CHECK(e, (cudaError_t)t->kernel->cuda(&launch));
+cleanup:
+    return e->code;
 }
 
 /* ---- phases ---- */
@@ -280,31 +136,20 @@ static void fill_timings(cr_worker *w, cr_timings *tm)
     tm->device_index = w->device;
 }
 
+/* The registry resolved the kernel for this task; a row of another backend, or one that cannot
+ * run the task, is a caller's bug and gets a status, not a launch. */
 static cr_status check_kernel(const cr_task *t, char *err, size_t errlen)
 {
-#ifdef CRUNCHD_FAULT_INJECTION
-    if (t->kernel && strcmp(t->kernel, "fault-illegal-address") == 0)
-        return CR_OK;
-#endif
-    const cr_kernel_info *k = NULL;
-    size_t n = 0;
-    const cr_kernel_info *list = cr_cuda_kernel_list(&n);
-    for (size_t i = 0; t->kernel && i < n; i++)
-        if (list[i].op == t->op && strcmp(list[i].name, t->kernel) == 0)
-            k = &list[i];
-    if (!k) {
-        snprintf(err, errlen, "no cuda kernel '%s' for %s", t->kernel ? t->kernel : "(null)", cr_op_name(t->op));
+    if (!t->kernel || t->kernel->backend != CR_BACKEND_CUDA || !t->kernel->cuda) {
+        snprintf(err, errlen, "no cuda kernel '%s' for %s", t->kernel ? t->kernel->name : "(null)",
+                 cr_op_name(t->op));
         return CR_E_INVALID;
     }
-    if (!(k->dtypes & CR_DT_BIT(t->dtype))) {
-        snprintf(err, errlen, "kernel '%s' does not handle %s", k->name, cr_dtype_name(t->dtype));
-        return CR_E_UNSUPPORTED;
+    switch (cr_kernel_check(t->kernel, t, err, errlen)) {
+    case CR_KCHECK_OK: return CR_OK;
+    case CR_KCHECK_OP: return CR_E_INVALID;
+    default: return CR_E_UNSUPPORTED;
     }
-    if (k->tf32 && t->precision != CR_PREC_TF32) {
-        snprintf(err, errlen, "kernel '%s' needs precision tf32", k->name);
-        return CR_E_UNSUPPORTED;
-    }
-    return CR_OK;
 }
 
 /* Page-locked host memory (cudaHostAlloc), which the copy engines read and write directly. */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_worker.h"
+#include "kernels/cuda/cuda_worker.h"
 
 static void worker_release(cr_worker *w)
 {

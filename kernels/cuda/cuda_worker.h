@@ -6,16 +6,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-/* backend.h has no extern "C" guard of its own: without this, C++ would mangle the names of
- * backend.c's functions and of cr_backend_cuda. Include this header before cuda_kernels.h. */
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include "../backend.h"
-#ifdef __cplusplus
-}
-#endif
-#include "cuda_check.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_check.h"
 
 enum { EV_START, EV_H2D, EV_KERNEL, EV_D2H, EV_COUNT };
 
@@ -40,8 +32,5 @@ cr_status cr_cuda_status(cudaError_t e);
 /* Runs one task (cuda_run.cu). */
 cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err, size_t errlen);
 uint64_t cr_cuda_task_device_bytes(const cr_task *t);
-
-/* The kernel list (backend_cuda.cu). */
-const cr_kernel_info *cr_cuda_kernel_list(size_t *count);
 
 #endif

@@ -6,7 +6,7 @@
  * is the version with the bank conflicts that gemm_vec.cu removes. Loads are checked scalars
  * (any size, any alignment, both transposes). FP64 uses a 64×64 tile with 4×4 per thread so
  * that its accumulators (twice the registers per value) still fit without spilling. */
-#include "gemm_common.cuh"
+#include "kernels/cuda/gemm_common.cuh"
 
 template <typename T, int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN))

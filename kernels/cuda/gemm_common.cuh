@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 /* Everything a kernel needs, by value (kernel parameters live in constant memory). */
 template <typename T>

@@ -18,7 +18,7 @@
  *    blocks resident at one time share A and B panels in L2 instead of streaming all of B.
  *  - float4 global loads and C stores when the pointers and leading dimensions allow; any
  *    other case takes the checked scalar path (still correct, slower). FP32 only. */
-#include "gemm_common.cuh"
+#include "kernels/cuda/gemm_common.cuh"
 
 #define GEMM_GROUP 8
 

@@ -1,7 +1,7 @@
 /* GEMM, naive: one thread per element of C, operands straight from global memory.
  * The baseline the other variants are measured against; threadIdx.x runs along n so that a
  * warp's reads of B (untransposed) and its writes of C are coalesced. */
-#include "gemm_common.cuh"
+#include "kernels/cuda/gemm_common.cuh"
 
 #define NAIVE_BX 32
 #define NAIVE_BY 8

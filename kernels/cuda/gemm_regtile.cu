@@ -3,7 +3,7 @@
  * of one, so the loads per multiply-add drop by RT. The thread's rows and columns are strided
  * by the block's extent (not contiguous) so that neighbouring threads still touch neighbouring
  * addresses and every access stays coalesced. */
-#include "gemm_common.cuh"
+#include "kernels/cuda/gemm_common.cuh"
 
 #define RT 4
 #define REG_BX 16

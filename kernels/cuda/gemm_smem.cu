@@ -3,7 +3,7 @@
  * each step stages a TS×TS tile of op(A) and of op(B) in shared memory, so every global
  * element is read once per tile instead of once per output. Out-of-range elements are staged
  * as zeros, which is what makes any size work. */
-#include "gemm_common.cuh"
+#include "kernels/cuda/gemm_common.cuh"
 
 #define TS 32
 

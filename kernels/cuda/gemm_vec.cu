@@ -8,7 +8,7 @@
  *  - global loads are float4 when pointers and leading dimensions allow (else checked
  *    scalars, gemm_common.cuh), and C is written as float4 where aligned.
  * Single-buffered: load, barrier, compute, barrier. FP32 only. */
-#include "gemm_common.cuh"
+#include "kernels/cuda/gemm_common.cuh"
 
 #define VBM 128
 #define VBN 128

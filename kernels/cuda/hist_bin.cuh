@@ -6,7 +6,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "ata_hist_kernels.h"
+#include "kernels/cuda/ata_hist_kernels.h"
+#include "kernels/hist_range.h"
 
 /* Equal bins over [lo, hi]. numpy widens an empty range to [lo-0.5, hi+0.5]. */
 typedef struct {
@@ -50,16 +51,13 @@ __host__ __device__ inline int cr_hist_bin(double x, const cr_hist_params &p)
     return i;
 }
 
-/* numpy's checks on the range: finite, lo <= hi, at least one bin. */
-static inline cudaError_t cr_hist_make_params(const cr_hist_dev *h, cr_hist_params *p)
+/* numpy's checks on the range (kernels/hist_range.h, as every decoder applies them) and at
+ * least one bin. */
+static inline cudaError_t cr_hist_make_params(const cr_hist_dev *h, cr_dtype dt, cr_hist_params *p)
 {
     double lo = h->lo, hi = h->hi;
-    if (h->bins < 1 || !(lo <= hi) || lo - lo != 0.0 || hi - hi != 0.0)
+    if (h->bins < 1 || cr_hist_range_fix(&lo, &hi, dt) != CR_RANGE_OK)
         return cudaErrorInvalidValue;
-    if (lo == hi) {
-        lo -= 0.5;
-        hi += 0.5;
-    }
     p->lo = lo;
     p->hi = hi;
     p->span = hi - lo;
@@ -92,7 +90,7 @@ static inline cudaError_t cr_hist_begin(const cr_hist_dev *h, cr_dtype dt, cr_hi
         return cudaErrorNotSupported;
     if (h->count < 0 || (h->count > 0 && !h->data) || !h->counts)
         return cudaErrorInvalidValue;
-    cudaError_t e = cr_hist_make_params(h, p);
+    cudaError_t e = cr_hist_make_params(h, dt, p);
     if (e != cudaSuccess)
         return e;
     e = cudaMemsetAsync(h->counts, 0, (size_t)h->bins * sizeof(unsigned long long), s);

@@ -1,5 +1,5 @@
 /* What every histogram launcher (and the backend) asks of a task before picking a path. */
-#include "ata_hist_kernels.h"
+#include "kernels/cuda/ata_hist_kernels.h"
 
 extern "C" bool cr_hist_is_byte_identity(const cr_hist_dev *h, cr_dtype dt)
 {

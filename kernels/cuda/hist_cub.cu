@@ -11,7 +11,7 @@
 #include <cub/device/device_histogram.cuh>
 #include <thrust/iterator/transform_iterator.h>
 
-#include "hist_bin.cuh"
+#include "kernels/cuda/hist_bin.cuh"
 
 #define CHUNK_ELEMS ((int64_t)1 << 31)
 
@@ -84,7 +84,7 @@ extern "C" cudaError_t cr_cuda_hist_cub(const cr_hist_dev *h, cr_dtype dt, void 
     if (!temp) { /* size query: validate without touching the device */
         if (dt != CR_DT_U8 && dt != CR_DT_F32 && dt != CR_DT_F64)
             return cudaErrorNotSupported;
-        if ((e = cr_hist_make_params(h, &p)) != cudaSuccess)
+        if ((e = cr_hist_make_params(h, dt, &p)) != cudaSuccess)
             return e;
     } else {
         e = cr_hist_begin(h, dt, &p, s);

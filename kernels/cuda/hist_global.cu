@@ -1,7 +1,7 @@
 /* Histogram `global`: every element is one atomicAdd on the 64-bit counts in global memory.
  * The baseline the privatized kernels are measured against: all threads of the device contend
  * on the same few hundred addresses in L2. */
-#include "hist_bin.cuh"
+#include "kernels/cuda/hist_bin.cuh"
 
 template <typename T, typename Binner>
 __global__ void hist_global_kernel(const T *__restrict__ data, int64_t count, Binner bin_of,

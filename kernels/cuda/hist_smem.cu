@@ -2,7 +2,7 @@
  * there are cheap and contend only within the block), then adds its copy to the global counts
  * once. One element per thread per step, plain loads. Bins beyond what shared memory holds fall
  * back to global atomics. */
-#include "hist_bin.cuh"
+#include "kernels/cuda/hist_bin.cuh"
 
 template <typename T, typename Binner>
 __global__ void hist_smem_kernel(const T *__restrict__ data, int64_t count, int bins, Binner bin_of,

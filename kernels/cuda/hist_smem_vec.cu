@@ -10,7 +10,7 @@
  *
  * Bytes before the first 16-byte boundary (unaligned start) and after the last whole vector
  * (lengths not a multiple of 16) are counted one by one by the first threads of the grid. */
-#include "hist_bin.cuh"
+#include "kernels/cuda/hist_bin.cuh"
 
 #define BYTE_BINS 256
 #define LANES 32

@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "pinned_pool.h"
-#include "prefetch.h"
+#include "kernels/cuda/pinned_pool.h"
+#include "kernels/cuda/prefetch.h"
 
 #define MAX_BLOCKS 256
 #define ROUND (1u << 20) /* sizes round up to 1 MiB so similar requests share blocks */

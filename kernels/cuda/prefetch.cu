@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "cuda_check.h"
-#include "prefetch.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/prefetch.h"
 
 #define MAX_ENTRIES 64
 #define CHUNK_BYTES (4u << 20) /* ~75 us of copy engine time per call at 55 GB/s */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/request.h"
+#include "server/codec/json_decode.h"
 
 static const cr_limits fuzz_limits = {
     .max_elements = 1 << 16, .max_total_bytes = 4 << 20, .max_bins = 1 << 12,

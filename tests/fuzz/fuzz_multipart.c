@@ -35,10 +35,10 @@
 
 #include "server/clock.h"
 #include "server/config.h"
-#include "server/engine.h"
-#include "server/http.h"
-#include "server/job_table.h"
-#include "server/log.h"
+#include "server/engine/engine.h"
+#include "server/http/listener.h"
+#include "server/engine/job_table.h"
+#include "server/obs/log.h"
 
 #define BOUNDARY "crunchdfuzz"
 #define ANSWER_TIMEOUT_S 20

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/binary_request.h"
-#include "server/npy.h"
+#include "server/codec/binary_decode.h"
+#include "server/codec/npy.h"
 
 static const cr_limits fuzz_limits = {
     .max_elements = 1 << 16, .max_total_bytes = 1 << 20, .max_bins = 1 << 12,

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/query_params.h"
+#include "server/codec/query.h"
 
 static const cr_limits fuzz_limits = {
     .max_elements = 1 << 16, .max_total_bytes = 1 << 20, .max_bins = 1 << 12,
@@ -25,9 +25,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             continue;
         }
-        size_t kl = strnlen(p.kernel, sizeof p.kernel);
+        size_t kl = strnlen(p.kernel.name, sizeof p.kernel.name);
         if (p.op >= CR_OP_COUNT || (op != CR_OP_COUNT && p.op != (cr_op)op) || kl == 0 ||
-            kl >= sizeof p.kernel || !isfinite(p.alpha) || !isfinite(p.beta) ||
+            kl >= sizeof p.kernel.name || !isfinite(p.alpha) || !isfinite(p.beta) ||
             p.timeout_ms < 0 || p.bins < 0 || p.bins > fuzz_limits.max_bins ||
             (p.has_range && !(p.lo < p.hi)))
             abort();

@@ -11,10 +11,14 @@
 #include <string.h>
 #include <vector>
 
-#include "kernels/cuda/ata_hist_kernels.h" /* first: backend.h with C linkage */
+#include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/hist_bin.cuh"
+#include "kernels/registry.h"
 
 static int passed, failed;
+
+/* A cuda kernel by op and name, as the engine resolves it. */
+static const cr_kernel *K(cr_op op, const char *name) { return cr_kernel_find(&cr_backend_cuda, op, name); }
 
 static void expect(bool ok, const char *what, const char *detail = "")
 {
@@ -77,9 +81,9 @@ static double rel_error(const std::vector<char> &out, const std::vector<double> 
     return r == r ? r : INFINITY;
 }
 
-static double tolerance(const cr_kernel_info *k, cr_dtype dt)
+static double tolerance(const cr_kernel *k, cr_dtype dt)
 {
-    if (k->tf32)
+    if (k->precision == CR_PREC_TF32)
         return 5e-3;
     return dt == CR_DT_F32 ? 1e-5 : 1e-12;
 }
@@ -106,7 +110,7 @@ static void check_run(const char *what, const cr_task *t, std::vector<char> &out
     expect(e <= tol && tm.device[0] != 0 && tm.kernel_ms >= 0, what, detail);
 }
 
-static void test_gemm(const cr_kernel_info *k, cr_dtype dt)
+static void test_gemm(const cr_kernel *k, cr_dtype dt)
 {
     const int64_t m = 67, n = 45, kk = 131;
     for (int variant = 0; variant < 6; variant++) {
@@ -126,8 +130,8 @@ static void test_gemm(const cr_kernel_info *k, cr_dtype dt)
         cr_task t = {};
         t.op = CR_OP_GEMM;
         t.dtype = dt;
-        t.precision = k->tf32 ? CR_PREC_TF32 : CR_PREC_DEFAULT;
-        t.kernel = k->name;
+        t.precision = k->precision;
+        t.kernel = k;
         t.u.gemm = {m, n, kk, ta, tb, alpha, beta, a.raw.data(), b.raw.data(), with_c ? c.raw.data() : NULL,
                     out.data()};
         char what[128];
@@ -137,7 +141,7 @@ static void test_gemm(const cr_kernel_info *k, cr_dtype dt)
     }
 }
 
-static void test_ata(const cr_kernel_info *k, cr_dtype dt)
+static void test_ata(const cr_kernel *k, cr_dtype dt)
 {
     static const int64_t shapes[][2] = {{131, 67}, {64, 129}, {1, 1}, {257, 200}};
     for (auto &s : shapes)
@@ -159,7 +163,7 @@ static void test_ata(const cr_kernel_info *k, cr_dtype dt)
             cr_task t = {};
             t.op = CR_OP_ATA;
             t.dtype = dt;
-            t.kernel = k->name;
+            t.kernel = k;
             t.u.ata = {m, n, (bool)trans, stored.data(), out.data()};
             char what[128];
             snprintf(what, sizeof what, "ata %s %s m=%lld n=%lld trans=%d", k->name, cr_dtype_name(dt),
@@ -168,7 +172,7 @@ static void test_ata(const cr_kernel_info *k, cr_dtype dt)
         }
 }
 
-static void test_hist(const cr_kernel_info *k, cr_dtype dt)
+static void test_hist(const cr_kernel *k, cr_dtype dt)
 {
     const int64_t count = 1000003;
     std::vector<char> data(count * cr_dtype_size(dt));
@@ -176,7 +180,7 @@ static void test_hist(const cr_kernel_info *k, cr_dtype dt)
     double lo = dt == CR_DT_U8 ? 0 : -1.0, hi = dt == CR_DT_U8 ? 256 : 1.0;
     cr_hist_dev hd = {count, NULL, bins, lo, hi, NULL};
     cr_hist_params p = {};
-    cr_hist_make_params(&hd, &p);
+    cr_hist_make_params(&hd, dt, &p);
     std::vector<uint64_t> want(bins, 0), got(bins, 7);
     for (int64_t i = 0; i < count; i++) {
         double x;
@@ -201,7 +205,7 @@ static void test_hist(const cr_kernel_info *k, cr_dtype dt)
     cr_task t = {};
     t.op = CR_OP_HISTOGRAM;
     t.dtype = dt;
-    t.kernel = k->name;
+    t.kernel = k;
     t.u.hist = {count, data.data(), bins, lo, hi, got.data()};
     char what[96], err[256] = "";
     snprintf(what, sizeof what, "histogram %s %s", k->name, cr_dtype_name(dt));
@@ -212,7 +216,7 @@ static void test_hist(const cr_kernel_info *k, cr_dtype dt)
 static void test_every_kernel(void)
 {
     size_t n = 0;
-    const cr_kernel_info *list = B->kernels(&n);
+    const cr_kernel *list = cr_kernels(B, &n);
     expect(n == 16, "kernel list has 16 kernels");
     for (size_t i = 0; i < n; i++)
         for (int d = 0; d < CR_DT_COUNT; d++) {
@@ -234,7 +238,7 @@ static void test_out_of_memory(void)
     cr_task t = {};
     t.op = CR_OP_ATA;
     t.dtype = CR_DT_F32;
-    t.kernel = "symtile";
+    t.kernel = K(t.op, "symtile");
     t.u.ata = {1, 200000, false, a, (void *)a};
     char err[256] = "";
     cr_status st = run(&t, NULL, err);
@@ -290,7 +294,7 @@ static void test_prefetch_hist(void)
         cr_task t = {};
         t.op = CR_OP_HISTOGRAM;
         t.dtype = CR_DT_U8;
-        t.kernel = k;
+        t.kernel = K(CR_OP_HISTOGRAM, k);
         t.u.hist = {(int64_t)n, in, 256, 0.0, 256.0, counts};
         cr_timings tm = {};
         char err[256] = "", what[96];
@@ -320,7 +324,7 @@ static void test_prefetch_gemm(void)
     cr_task t = {};
     t.op = CR_OP_GEMM;
     t.dtype = CR_DT_F32;
-    t.kernel = "cublas";
+    t.kernel = K(t.op, "cublas");
     t.u.gemm = {m, n, k, false, false, 1.5, -0.5, pa, pb, pc, out};
     for (int rep = 0; rep < 2; rep++) {
         char err[256] = "", what[96];
@@ -367,7 +371,7 @@ static void test_prefetch_abandoned(void)
     cr_task t = {};
     t.op = CR_OP_HISTOGRAM;
     t.dtype = CR_DT_U8;
-    t.kernel = "smem-vec";
+    t.kernel = K(t.op, "smem-vec");
     t.u.hist = {(int64_t)n, in, 256, 0.0, 256.0, counts};
     char err[256] = "";
     cr_status st = run(&t, NULL, err);
@@ -384,13 +388,15 @@ static void test_refusals(void)
     cr_task t = {};
     t.op = CR_OP_GEMM;
     t.dtype = CR_DT_F64;
-    t.kernel = "dbuf";
+    t.kernel = K(t.op, "dbuf");
     t.u.gemm = {8, 8, 8, false, false, 1.0, 0.0, m.raw.data(), m.raw.data(), NULL, out.data()};
     char err[256] = "";
     expect(run(&t, NULL, err) == CR_E_UNSUPPORTED, "dbuf float64 is CR_E_UNSUPPORTED", err);
-    t.kernel = "no-such-kernel";
-    expect(run(&t, NULL, err) == CR_E_INVALID, "unknown kernel is CR_E_INVALID", err);
-    t.kernel = "cublas";
+    t.kernel = K(CR_OP_ATA, "symtile");
+    expect(run(&t, NULL, err) == CR_E_INVALID, "another op's kernel is CR_E_INVALID", err);
+    t.kernel = cr_kernel_find(&cr_backend_cpu, CR_OP_GEMM, "openblas");
+    expect(run(&t, NULL, err) == CR_E_INVALID, "a cpu kernel is CR_E_INVALID on cuda", err);
+    t.kernel = K(t.op, "cublas");
     volatile int cancel = 1;
     t.cancel = &cancel;
     expect(run(&t, NULL, err) == CR_E_CANCELLED, "a cancelled task is CR_E_CANCELLED", err);

@@ -7,7 +7,7 @@
  * sqrt(K). A NaN anywhere (an unwritten element) fails. Unaligned cases offset every device
  * pointer by one element, so the float4 paths must fall back. Prints one line per case and
  * "gpu_gemm: N passed, M failed"; exit status 1 on any failure. */
-#include "gpu_die.h"
+#include "tools/gpu/harness.cuh"
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,11 +15,6 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_kernels.h"
-
-/* backend.h is included without extern "C" from C++, so its C helpers (cr_dtype_name) do not
- * link from here; this file names the two dtypes itself. */
-static const char *dt_name(cr_dtype d) { return d == CR_DT_F32 ? "float32" : d == CR_DT_F64 ? "float64" : "other"; }
-
 
 /* tuning hook in kernels/cuda/gemm_dbuf.cu: force one of dbuf's tile configurations, which
  * the size-based choice would otherwise only reach at some sizes */
@@ -174,7 +169,7 @@ static void compare(cr_dtype dt, const void *out, size_t n, double res[5])
 static void report(bool ok, const char *kname, cr_dtype dt, const gcase *c, const char *what)
 {
     printf("%s %-10s %s m=%lld n=%lld k=%lld %c%c alpha=%g beta=%g%s: %s\n", ok ? "PASS" : "FAIL", kname,
-           dt_name(dt), (long long)c->m, (long long)c->n, (long long)c->k, c->ta ? 'T' : 'N',
+           cr_dtype_name(dt), (long long)c->m, (long long)c->n, (long long)c->k, c->ta ? 'T' : 'N',
            c->tb ? 'T' : 'N', c->alpha, c->beta, c->unaligned ? " unaligned" : "", what);
     if (ok)
         G.passed++;

@@ -45,7 +45,7 @@ def spec_operations(spec):
                 yield path, method.upper()
 
 
-# KServe v2 (server/kserve.c): {model_name} and {model_version} are filled in by request_for.
+# KServe v2 (server/kserve/): {model_name} and {model_version} are filled in by request_for.
 KSERVE_OPS = {
     ("/v2", "GET"), ("/v2/health/live", "GET"), ("/v2/health/ready", "GET"),
     ("/v2/models/{model_name}", "GET"), ("/v2/models/{model_name}/versions/{model_version}", "GET"),

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/auth.h"
+#include "server/http/auth.h"
 #include "tests/unit/check.h"
 
 static void write_file(const char *path, const char *text, size_t n)

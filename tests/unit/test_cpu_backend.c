@@ -2,6 +2,7 @@
  * naive computation, histogram bin edges against numpy's answers (numpy 2.x, checked by hand
  * where noted), the kernel list, and the errors run() returns. No framework: CHECK counts. */
 #include "kernels/backend.h"
+#include "kernels/registry.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -29,6 +30,9 @@ static void check(int ok, const char *fmt, ...)
 }
 
 static const cr_backend *B = &cr_backend_cpu;
+
+/* A kernel of the CPU backend by op and name, as the engine resolves it. */
+static const cr_kernel *K(cr_op op, const char *name) { return cr_kernel_find(&cr_backend_cpu, op, name); }
 static cr_worker *W;
 
 static cr_status run_task(const cr_task *t, char *err, size_t errlen)
@@ -130,7 +134,7 @@ static void check_gemm_case(const gemm_case *c, const char *kernel, int f64)
         exit(2);
     naive_gemm(c, a, b, cin, f64, want, mag);
 
-    cr_task t = {.op = CR_OP_GEMM, .dtype = f64 ? CR_DT_F64 : CR_DT_F32, .kernel = kernel};
+    cr_task t = {.op = CR_OP_GEMM, .dtype = f64 ? CR_DT_F64 : CR_DT_F32, .kernel = K(CR_OP_GEMM, kernel)};
     t.u.gemm = (cr_gemm_task){c->m, c->n, c->k, c->ta, c->tb, c->alpha, c->beta, a, b, cin, cout};
     char err[256] = "";
     cr_status s = run_task(&t, err, sizeof err);
@@ -178,7 +182,7 @@ static void test_gemm_beta_zero_ignores_nan(void)
     static const char *const kernels[] = {"openblas", "reference"};
     for (int kk = 0; kk < 2; kk++) {
         double a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, cin[4] = {NAN, NAN, NAN, NAN}, out[4];
-        cr_task t = {.op = CR_OP_GEMM, .dtype = CR_DT_F64, .kernel = kernels[kk]};
+        cr_task t = {.op = CR_OP_GEMM, .dtype = CR_DT_F64, .kernel = K(CR_OP_GEMM, kernels[kk])};
         t.u.gemm = (cr_gemm_task){2, 2, 2, false, false, 1.0, 0.0, a, b, cin, out};
         cr_status s = run_task(&t, NULL, 0);
         check(s == CR_OK && out[0] == 1 && out[1] == 2 && out[2] == 3 && out[3] == 4,
@@ -193,7 +197,7 @@ static void test_gemm_in_place(void)
     static const char *const kernels[] = {"openblas", "reference"};
     for (int kk = 0; kk < 2; kk++) {
         float a[2] = {1, 2}, b[2] = {3, 4}, c[4] = {10, 20, 30, 40}; /* a: 2×1, b: 1×2 */
-        cr_task t = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .kernel = kernels[kk]};
+        cr_task t = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .kernel = K(CR_OP_GEMM, kernels[kk])};
         t.u.gemm = (cr_gemm_task){2, 2, 1, false, false, 1.0, 1.0, a, b, c, c};
         cr_status s = run_task(&t, NULL, 0);
         check(s == CR_OK && c[0] == 13 && c[1] == 24 && c[2] == 36 && c[3] == 48,
@@ -206,7 +210,7 @@ static void test_gemm_in_place(void)
 static void check_ata_case(int64_t m, int64_t n, int ta, const char *kernel, int f64)
 {
     void *a = rand_matrix(m * n, f64), *c = rand_matrix(n * n, f64);
-    cr_task t = {.op = CR_OP_ATA, .dtype = f64 ? CR_DT_F64 : CR_DT_F32, .kernel = kernel};
+    cr_task t = {.op = CR_OP_ATA, .dtype = f64 ? CR_DT_F64 : CR_DT_F32, .kernel = K(CR_OP_ATA, kernel)};
     t.u.ata = (cr_ata_task){m, n, ta, a, c};
     char err[256] = "";
     cr_status s = run_task(&t, err, sizeof err);
@@ -254,7 +258,7 @@ static void test_ata_by_hand(void)
     for (int kk = 0; kk < 2; kk++)
         for (int ta = 0; ta < 2; ta++) {
             double plain[6] = {1, 2, 3, 4, 5, 6}, trans[6] = {1, 3, 5, 2, 4, 6}, c[4];
-            cr_task t = {.op = CR_OP_ATA, .dtype = CR_DT_F64, .kernel = kernels[kk]};
+            cr_task t = {.op = CR_OP_ATA, .dtype = CR_DT_F64, .kernel = K(CR_OP_ATA, kernels[kk])};
             t.u.ata = (cr_ata_task){3, 2, ta, ta ? trans : plain, c};
             cr_status s = run_task(&t, NULL, 0);
             check(s == CR_OK && c[0] == 35 && c[1] == 44 && c[2] == 44 && c[3] == 56,
@@ -267,7 +271,7 @@ static void test_ata_by_hand(void)
 static cr_status hist(cr_dtype dt, const void *data, int64_t count, int32_t bins, double lo,
                       double hi, uint64_t *counts)
 {
-    cr_task t = {.op = CR_OP_HISTOGRAM, .dtype = dt, .kernel = "reference"};
+    cr_task t = {.op = CR_OP_HISTOGRAM, .dtype = dt, .kernel = K(CR_OP_HISTOGRAM, "reference")};
     t.u.hist = (cr_hist_task){count, data, bins, lo, hi, counts};
     char err[256] = "";
     cr_status s = run_task(&t, err, sizeof err);
@@ -433,7 +437,7 @@ static void test_hist_edge_property(void)
 static void test_kernel_list(void)
 {
     size_t n = 0;
-    const cr_kernel_info *k = B->kernels(&n);
+    const cr_kernel *k = cr_kernels(B, &n);
     uint32_t mat = CR_DT_BIT(CR_DT_F32) | CR_DT_BIT(CR_DT_F64), all = (1u << CR_DT_COUNT) - 1;
     static const struct { const char *name; cr_op op; int ref; int all_dtypes; } want[] = {
         {"openblas", CR_OP_GEMM, 0, 0}, {"reference", CR_OP_GEMM, 1, 0},
@@ -442,8 +446,8 @@ static void test_kernel_list(void)
     };
     check(n == 5, "kernel list has %zu entries, want 5", n);
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        const cr_kernel_info *f = cr_find_kernel(B, want[i].op, want[i].name);
-        check(f != NULL && f->reference == want[i].ref && !f->tf32 &&
+        const cr_kernel *f = cr_kernel_find(B, want[i].op, want[i].name);
+        check(f != NULL && f->reference == want[i].ref && f->precision == CR_PREC_DEFAULT &&
                   f->dtypes == (want[i].all_dtypes ? all : mat) && f->summary != NULL,
               "kernel %s/%s listed with the right flags", cr_op_name(want[i].op), want[i].name);
     }
@@ -476,18 +480,19 @@ static void test_errors(void)
 {
     float a[4] = {1, 2, 3, 4}, c[4];
     uint64_t counts[4];
-    cr_task g = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .kernel = "nope"};
+    static const cr_kernel gpu_row = {.name = "cublas", .backend = CR_BACKEND_CUDA, .op = CR_OP_GEMM};
+    cr_task g = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .kernel = K(CR_OP_ATA, "openblas")};
     g.u.gemm = (cr_gemm_task){2, 2, 2, false, false, 1, 0, a, a, NULL, c};
-    expect_status("unknown gemm kernel", &g, CR_E_INVALID);
-    g.kernel = "cublas";
+    expect_status("another op's kernel", &g, CR_E_INVALID);
+    g.kernel = &gpu_row;
     expect_status("gpu kernel on cpu", &g, CR_E_INVALID);
     g.kernel = NULL;
     expect_status("no kernel", &g, CR_E_INVALID);
-    g.kernel = "openblas";
+    g.kernel = K(CR_OP_GEMM, "openblas");
     g.dtype = CR_DT_U8;
     expect_status("gemm uint8", &g, CR_E_UNSUPPORTED);
     g.dtype = CR_DT_I64;
-    g.kernel = "reference";
+    g.kernel = K(CR_OP_GEMM, "reference");
     expect_status("gemm int64 reference", &g, CR_E_UNSUPPORTED);
     g.dtype = CR_DT_F32;
     g.u.gemm.k = 0;
@@ -502,25 +507,25 @@ static void test_errors(void)
     g.precision = CR_PREC_TF32; /* permits rounding; exact fp32 honours it */
     expect_status("gemm tf32 on cpu", &g, CR_OK);
 
-    cr_task h = {.op = CR_OP_ATA, .dtype = CR_DT_F64, .kernel = "symtile"};
+    cr_task h = {.op = CR_OP_ATA, .dtype = CR_DT_F64, .kernel = K(CR_OP_HISTOGRAM, "reference")};
     h.u.ata = (cr_ata_task){2, 2, false, a, c};
-    expect_status("unknown ata kernel", &h, CR_E_INVALID);
-    h.kernel = "reference";
+    expect_status("a histogram kernel for ata", &h, CR_E_INVALID);
+    h.kernel = K(CR_OP_ATA, "reference");
     h.dtype = CR_DT_I32;
     expect_status("ata int32", &h, CR_E_UNSUPPORTED);
     h.dtype = CR_DT_F32;
     h.u.ata.n = -1;
     expect_status("ata n=-1", &h, CR_E_INVALID);
 
-    cr_task x = {.op = CR_OP_HISTOGRAM, .dtype = CR_DT_F32, .kernel = "openblas"};
+    cr_task x = {.op = CR_OP_HISTOGRAM, .dtype = CR_DT_F32, .kernel = K(CR_OP_GEMM, "openblas")};
     x.u.hist = (cr_hist_task){4, a, 4, 0, 1, counts};
     expect_status("histogram openblas", &x, CR_E_INVALID);
-    x.kernel = "reference";
+    x.kernel = K(CR_OP_HISTOGRAM, "reference");
     x.u.hist.bins = 0;
     expect_status("histogram bins=0", &x, CR_E_INVALID);
     x.u.hist.bins = 4;
     x.u.hist.lo = 1;
-    expect_status("histogram lo == hi", &x, CR_E_INVALID);
+    expect_status("histogram lo == hi (widened, as numpy and cuda do)", &x, CR_OK);
     x.u.hist.lo = 2;
     expect_status("histogram lo > hi", &x, CR_E_INVALID);
     x.u.hist.lo = NAN;
@@ -553,14 +558,14 @@ static void test_cancel(void)
     uint64_t counts[4];
     static const char *const kernels[] = {"openblas", "reference"};
     for (int kk = 0; kk < 2; kk++) {
-        cr_task g = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .kernel = kernels[kk], .cancel = &flag};
+        cr_task g = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .kernel = K(CR_OP_GEMM, kernels[kk]), .cancel = &flag};
         g.u.gemm = (cr_gemm_task){2, 2, 2, false, false, 1, 0, a, a, NULL, c};
         expect_status("cancelled gemm", &g, CR_E_CANCELLED);
-        cr_task t = {.op = CR_OP_ATA, .dtype = CR_DT_F32, .kernel = kernels[kk], .cancel = &flag};
+        cr_task t = {.op = CR_OP_ATA, .dtype = CR_DT_F32, .kernel = K(CR_OP_ATA, kernels[kk]), .cancel = &flag};
         t.u.ata = (cr_ata_task){2, 2, false, a, c};
         expect_status("cancelled ata", &t, CR_E_CANCELLED);
     }
-    cr_task h = {.op = CR_OP_HISTOGRAM, .dtype = CR_DT_F32, .kernel = "reference", .cancel = &flag};
+    cr_task h = {.op = CR_OP_HISTOGRAM, .dtype = CR_DT_F32, .kernel = K(CR_OP_HISTOGRAM, "reference"), .cancel = &flag};
     h.u.hist = (cr_hist_task){4, a, 4, 0, 5, counts};
     expect_status("cancelled histogram", &h, CR_E_CANCELLED);
     flag = 0;
@@ -582,7 +587,7 @@ static void *conc_worker(void *arg)
     }
     float *c = malloc(sizeof conc_want);
     for (int r = 0; r < CONC_ROUNDS && c != NULL; r++) {
-        cr_task t = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .kernel = "openblas"};
+        cr_task t = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .kernel = K(CR_OP_GEMM, "openblas")};
         t.u.gemm = (cr_gemm_task){CONC_N, CONC_N, CONC_N, false, true, 1, 0, conc_a, conc_b,
                                   NULL, c};
         cr_timings tm;
@@ -600,7 +605,7 @@ static void test_concurrent_workers(void)
 {
     for (int i = 0; i < CONC_N * CONC_N; i++)
         conc_a[i] = (float)rnd(), conc_b[i] = (float)rnd();
-    cr_task t = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .kernel = "openblas"};
+    cr_task t = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .kernel = K(CR_OP_GEMM, "openblas")};
     t.u.gemm = (cr_gemm_task){CONC_N, CONC_N, CONC_N, false, true, 1, 0, conc_a, conc_b, NULL,
                               conc_want};
     check(run_task(&t, NULL, 0) == CR_OK, "concurrent: single-threaded baseline");

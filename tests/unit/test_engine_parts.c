@@ -2,11 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "server/clock.h"
 #include "server/config.h"
-#include "server/job_table.h"
-#include "server/queue.h"
+#include "server/engine/job_table.h"
+#include "server/engine/queue.h"
 
 static cr_job *new_job(void)
 {

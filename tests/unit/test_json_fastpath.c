@@ -6,9 +6,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "check.h"
-#include "server/json_fastarray.h"
-#include "server/request.h"
+#include "tests/unit/check.h"
+#include "server/codec/json_fastarray.h"
+#include "server/codec/json_decode.h"
 
 #define N 40 /* elements per array: over CR_JFAST_MIN */
 

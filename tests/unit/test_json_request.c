@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "server/request.h"
+#include "tests/unit/check.h"
+#include "server/codec/json_decode.h"
 
 
 static const cr_limits lim = {
@@ -174,7 +174,8 @@ static void test_gemm_forms_and_defaults(void)
     CHECK_MSG(r.task.op == CR_OP_GEMM && r.task.dtype == CR_DT_F32 &&
               r.task.precision == CR_PREC_DEFAULT && r.task.kernel == NULL,
           "task defaults");
-    CHECK_MSG(strcmp(r.kernel, "auto") == 0, "kernel default %s", r.kernel);
+    CHECK_MSG(r.kernel.mode == CR_KERNEL_AUTO && strcmp(r.kernel.name, "auto") == 0, "kernel default %s",
+              r.kernel.name);
     CHECK_MSG(g->m == 2 && g->n == 2 && g->k == 3, "shape %lld %lld %lld", (long long)g->m,
           (long long)g->n, (long long)g->k);
     CHECK_MSG(g->alpha == 1.0 && g->beta == 0.0 && !g->trans_a && !g->trans_b && g->c_in == NULL,
@@ -207,14 +208,14 @@ static void test_gemm_all_fields(void)
     const cr_gemm_task *g = &r.task.u.gemm;
     CHECK_MSG(g->m == 2 && g->k == 3 && g->n == 2, "trans shapes");
     CHECK_MSG(g->trans_a && g->trans_b && g->alpha == 2.5 && g->beta == -1, "scalars");
-    CHECK_MSG(r.task.dtype == CR_DT_F64 && strcmp(r.kernel, "blocktile") == 0 &&
+    CHECK_MSG(r.task.dtype == CR_DT_F64 && r.kernel.mode == CR_KERNEL_NAMED && strcmp(r.kernel.name, "blocktile") == 0 &&
               r.timeout_ms == 1500,
           "dtype/kernel/timeout");
     CHECK_MSG(g->c_in != NULL && ((const double *)g->c_in)[2] == 0.125, "c");
     cr_request_free(&r);
 
     rc = decode(G, "{\"a\":[[1]],\"b\":[[1]],\"precision\":\"tf32\",\"kernel\":\"all\"}", &r, &e);
-    CHECK_MSG(rc == 0 && r.task.precision == CR_PREC_TF32 && strcmp(r.kernel, "all") == 0,
+    CHECK_MSG(rc == 0 && r.task.precision == CR_PREC_TF32 && r.kernel.mode == CR_KERNEL_ALL,
           "tf32: %s", e.message);
     cr_request_free(&r);
     rc = decode(G, "{\"a\":[[1]],\"b\":[[1]],\"beta\":2}", &r, &e);
@@ -313,7 +314,7 @@ static void test_histogram(void)
     rc = decode(H, "{\"data\":[1,2],\"bins\":16,\"range\":[0,32],\"kernel\":\"smem-vec\"}", &r,
                 &e);
     CHECK_MSG(rc == 0 && r.task.u.hist.bins == 16 && r.task.u.hist.hi == 32 &&
-              strcmp(r.kernel, "smem-vec") == 0,
+              strcmp(r.kernel.name, "smem-vec") == 0,
           "u8 with bins/range: %s", e.message);
     cr_request_free(&r);
 }

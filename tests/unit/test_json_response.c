@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "server/job.h"
-#include "server/json_response.h"
-#include "server/numfmt.h"
+#include "tests/unit/check.h"
+#include "kernels/registry.h"
+#include "server/engine/job.h"
+#include "server/codec/json_encode.h"
+#include "server/codec/numfmt.h"
 
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -242,15 +243,21 @@ static void test_error_body(void)
     free(s);
 }
 
+/* Registry rows as the engine would point a job at them (by name only: nothing runs here). */
+static const cr_kernel cublas_row = {.name = "cublas", .backend = CR_BACKEND_CUDA, .op = CR_OP_GEMM};
+static const cr_kernel symtile_row = {.name = "symtile", .backend = CR_BACKEND_CUDA, .op = CR_OP_ATA};
+static const cr_kernel syrk_row = {.name = "cublas-syrk", .backend = CR_BACKEND_CUDA, .op = CR_OP_ATA};
+
 static cr_job *new_job(cr_op op, cr_dtype dt)
 {
     cr_job *j = calloc(1, sizeof *j);
     snprintf(j->id, sizeof j->id, "6f1c0000-0000-4000-8000-000000000001");
     j->req.task.op = op;
     j->req.task.dtype = dt;
-    snprintf(j->req.kernel, sizeof j->req.kernel, "auto");
+    j->req.kernel = cr_kernel_choice_auto();
     snprintf(j->device, sizeof j->device, "NVIDIA H100 80GB HBM3");
-    j->kernel_used = "cublas";
+    j->req.task.kernel = &cublas_row;
+    j->ran = true;
     j->ms = (cr_phase_ms){.queue = 0.01, .h2d = 0.02, .kernel = 0.5, .d2h = 0.01, .total = 0.3};
     atomic_store(&j->state, CR_JOB_DONE);
     return j;
@@ -331,8 +338,8 @@ static void test_ata_compare(void)
     j->req.task.u.ata.c_out = c;
     j->ms.kernel = 0; /* not measured: rate 0, never a division by zero */
     cr_compare_row rows[2] = {
-        {.kernel = "symtile", .status = CR_OK, .ms = 0.41, .rate = 1234.5, .max_rel_error = 3e-7},
-        {.kernel = "cublas-syrk", .status = CR_E_NOMEM_DEVICE, .ms = 0, .rate = 0,
+        {.kernel = &symtile_row, .status = CR_OK, .ms = 0.41, .rate = 1234.5, .max_rel_error = 3e-7},
+        {.kernel = &syrk_row, .status = CR_E_NOMEM_DEVICE, .ms = 0, .rate = 0,
          .max_rel_error = 0},
     };
     j->compare = rows;

@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "server/metrics.h"
+#include "tests/unit/check.h"
+#include "server/obs/metrics.h"
 
 static void test_render(void)
 {

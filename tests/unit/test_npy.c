@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "server/npy.h"
+#include "tests/unit/check.h"
+#include "server/codec/npy.h"
 
 /* A whole header of the given version around dict (padded like numpy: 64-byte aligned). */
 static size_t make_header(uint8_t *out, int major, const char *dict)

@@ -1,0 +1,169 @@
+/* The registry's CUDA launchers (kernels/cuda/launchers.h): each turns a prepared launch into one
+ * kernel or library call on the worker's stream. Row-major C = op(A)·op(B) is column-major
+ * Cᵀ = op(B)ᵀ·op(A)ᵀ for cuBLAS: the row-major buffers already are the column-major transposes,
+ * so operands swap and m↔n, no copies. */
+#include "kernels/cuda/ata_hist_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/launchers.h"
+
+static int64_t ld_of(int64_t x) { return x > 1 ? x : 1; } /* cuBLAS wants ld >= 1 even when empty */
+
+static cr_gemm_dev gemm_dev(const cr_cuda_launch *l)
+{
+    const cr_gemm_task *g = &l->t->u.gemm;
+    return (cr_gemm_dev){g->m, g->n, g->k, g->trans_a, g->trans_b, g->alpha, g->c_in ? g->beta : 0.0,
+                         l->in[0], l->in[1], l->out};
+}
+
+#define OWN_GEMM(NAME)                                                                            \
+    extern "C" int cr_cuda_launch_gemm_##NAME(cr_cuda_launch *l)                                  \
+    {                                                                                             \
+        cr_gemm_dev g = gemm_dev(l);                                                              \
+        return cr_cuda_gemm_##NAME(&g, l->t->dtype, l->w->stream);                                \
+    }
+
+OWN_GEMM(naive)
+OWN_GEMM(regtile)
+OWN_GEMM(smem)
+OWN_GEMM(blocktile)
+OWN_GEMM(vec)
+OWN_GEMM(dbuf)
+
+static cublasStatus_t cublas_gemm(cr_worker *w, cr_dtype dt, const cr_gemm_dev *g)
+{
+    cublasOperation_t op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int ldb = (int)ld_of(g->trans_b ? g->k : g->n), lda = (int)ld_of(g->trans_a ? g->m : g->k);
+    int ldc = (int)ld_of(g->n);
+    if (dt == CR_DT_F64)
+        return cublasDgemm(w->blas, op_b, op_a, (int)g->n, (int)g->m, (int)g->k, &g->alpha,
+                           (const double *)g->b, ldb, (const double *)g->a, lda, &g->beta, (double *)g->c, ldc);
+    float alpha = (float)g->alpha, beta = (float)g->beta;
+    return cublasSgemm(w->blas, op_b, op_a, (int)g->n, (int)g->m, (int)g->k, &alpha, (const float *)g->b,
+                       ldb, (const float *)g->a, lda, &beta, (float *)g->c, ldc);
+}
+
+extern "C" int cr_cuda_launch_gemm_cublas(cr_cuda_launch *l)
+{
+    cr_gemm_dev g = gemm_dev(l);
+    CR_CHECK(l->e, cublas_gemm(l->w, l->t->dtype, &g));
+cleanup:
+    return l->e->code;
+}
+
+/* TF32 tensor-op math for this one call, then back to exact FP32 for the worker's next task. */
+extern "C" int cr_cuda_launch_gemm_cublas_tf32(cr_cuda_launch *l)
+{
+    bool set = false;
+    cr_gemm_dev g = gemm_dev(l);
+    CR_CHECK(l->e, cublasSetMathMode(l->w->blas, CUBLAS_TF32_TENSOR_OP_MATH));
+    set = true;
+    CR_CHECK(l->e, cublas_gemm(l->w, l->t->dtype, &g));
+cleanup:
+    if (set)
+        cr_check_record(l->e, cublasSetMathMode(l->w->blas, CUBLAS_DEFAULT_MATH), "restore math mode", __FILE__,
+                        __LINE__);
+    return l->e->code;
+}
+
+/* ---- AᵀA ---- */
+
+static cr_ata_dev ata_dev(const cr_cuda_launch *l)
+{
+    const cr_ata_task *a = &l->t->u.ata;
+    return (cr_ata_dev){a->m, a->n, a->trans_a, l->in[0], l->out, l->scratch};
+}
+
+/* AᵀA through our fastest own GEMM: C(n×n) = op(A)·op(B) with both operands the one stored A. */
+extern "C" int cr_cuda_launch_ata_gemm(cr_cuda_launch *l)
+{
+    const cr_ata_task *at = &l->t->u.ata;
+    cr_gemm_dev g = {at->n, at->n, at->m, !at->trans_a, at->trans_a, 1.0, 0.0, l->in[0], l->in[0], l->out};
+    return cr_cuda_gemm_dbuf(&g, l->t->dtype, l->w->stream);
+}
+
+extern "C" int cr_cuda_launch_ata_basic(cr_cuda_launch *l)
+{
+    cr_ata_dev d = ata_dev(l);
+    return cr_cuda_ata_basic(&d, l->t->dtype, l->w->stream);
+}
+
+extern "C" int cr_cuda_launch_ata_symtile(cr_cuda_launch *l)
+{
+    cr_ata_dev d = ata_dev(l);
+    return cr_cuda_ata_symtile(&d, l->t->dtype, l->w->stream);
+}
+
+extern "C" uint64_t cr_cuda_scratch_ata_symtile(const cr_task *t)
+{
+    const cr_ata_task *a = &t->u.ata;
+    cr_ata_dev d = {a->m, a->n, a->trans_a, NULL, NULL, NULL};
+    return cr_cuda_ata_work_bytes(&d, t->dtype, cr_cuda_ata_symtile);
+}
+
+/* The row-major A (m×n) is the column-major X = Aᵀ (n×m), AᵀA = X·Xᵀ; a stored Aᵀ is the
+ * column-major A, AᵀA with trans. Column-major lower = row-major upper, mirrored down after. */
+extern "C" int cr_cuda_launch_ata_cublas_syrk(cr_cuda_launch *l)
+{
+    const cr_ata_task *at = &l->t->u.ata;
+    cublasOperation_t op = at->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int n = (int)at->n, k = (int)at->m, lda = (int)ld_of(at->trans_a ? at->m : at->n);
+    if (l->t->dtype == CR_DT_F64) {
+        const double one = 1.0, zero = 0.0;
+        CR_CHECK(l->e, cublasDsyrk(l->w->blas, CUBLAS_FILL_MODE_LOWER, op, n, k, &one, (const double *)l->in[0],
+                                   lda, &zero, (double *)l->out, (int)ld_of(n)));
+    } else {
+        const float one = 1.0f, zero = 0.0f;
+        CR_CHECK(l->e, cublasSsyrk(l->w->blas, CUBLAS_FILL_MODE_LOWER, op, n, k, &one, (const float *)l->in[0],
+                                   lda, &zero, (float *)l->out, (int)ld_of(n)));
+    }
+    CR_CHECK(l->e, cr_cuda_mirror_upper(l->out, at->n, l->t->dtype, l->w->stream));
+cleanup:
+    return l->e->code;
+}
+
+/* ---- histograms ---- */
+
+static cr_hist_dev hist_dev(const cr_cuda_launch *l)
+{
+    const cr_hist_task *h = &l->t->u.hist;
+    return (cr_hist_dev){h->count, l->in[0], h->bins, h->lo, h->hi, (unsigned long long *)l->out};
+}
+
+#define OWN_HIST(NAME)                                                                            \
+    extern "C" int cr_cuda_launch_hist_##NAME(cr_cuda_launch *l)                                  \
+    {                                                                                             \
+        cr_hist_dev d = hist_dev(l);                                                              \
+        return cr_cuda_hist_##NAME(&d, l->t->dtype, l->w->stream);                                \
+    }
+
+OWN_HIST(global)
+OWN_HIST(smem)
+OWN_HIST(smem_vec)
+
+extern "C" int cr_cuda_launch_hist_cub(cr_cuda_launch *l)
+{
+    cr_hist_dev d = hist_dev(l);
+    size_t temp_bytes = l->scratch_bytes;
+    return cr_cuda_hist_cub(&d, l->t->dtype, l->scratch, &temp_bytes, l->w->stream);
+}
+
+extern "C" uint64_t cr_cuda_scratch_hist_cub(const cr_task *t)
+{
+    const cr_hist_task *h = &t->u.hist;
+    cr_hist_dev d = {h->count, NULL, h->bins, h->lo, h->hi, NULL};
+    size_t bytes = 0;
+    return cr_cuda_hist_cub(&d, t->dtype, NULL, &bytes, 0) == cudaSuccess ? bytes : 0;
+}
+
+#ifdef CRUNCHD_FAULT_INJECTION
+__global__ void fault_illegal_address_kernel(int *p) { *p = 42; }
+
+extern "C" int cr_cuda_launch_fault_illegal_address(cr_cuda_launch *l)
+{
+    fault_illegal_address_kernel<<<1, 1, 0, l->w->stream>>>((int *)(uintptr_t)0x10);
+    cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : cudaStreamSynchronize(l->w->stream);
+}
+#endif

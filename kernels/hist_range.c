@@ -1,0 +1,118 @@
+/* numpy.histogram's range rules; see hist_range.h. One min/max loop per dtype so each compiles
+ * to a plain vectorizable scan. */
+#include "kernels/hist_range.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+
+cr_range_status cr_hist_range_fix(double *lo, double *hi, cr_dtype dt)
+{
+    if (!isfinite(*lo) || !isfinite(*hi))
+        return CR_RANGE_NOT_FINITE;
+    if (*lo > *hi)
+        return CR_RANGE_ORDER;
+    if (*lo == *hi) {
+        *lo -= 0.5;
+        *hi += 0.5;
+    }
+    if (!isfinite(*hi - *lo))
+        return CR_RANGE_SPAN;
+    if (dt == CR_DT_F32 && (fabs(*lo) > FLT_MAX || fabs(*hi) > FLT_MAX))
+        return CR_RANGE_F32;
+    return CR_RANGE_OK;
+}
+
+#define MINMAX(T, NAME)                                                                         \
+    static void NAME(const T *d, int64_t n, double *lo, double *hi)                             \
+    {                                                                                           \
+        T mn = d[0], mx = d[0];                                                                 \
+        for (int64_t i = 1; i < n; i++) {                                                       \
+            mn = d[i] < mn ? d[i] : mn;                                                         \
+            mx = d[i] > mx ? d[i] : mx;                                                         \
+        }                                                                                       \
+        *lo = (double)mn;                                                                       \
+        *hi = (double)mx;                                                                       \
+    }
+
+MINMAX(uint8_t, minmax_u8)
+MINMAX(int8_t, minmax_i8)
+MINMAX(uint16_t, minmax_u16)
+MINMAX(int16_t, minmax_i16)
+MINMAX(uint32_t, minmax_u32)
+MINMAX(int32_t, minmax_i32)
+MINMAX(uint64_t, minmax_u64)
+MINMAX(int64_t, minmax_i64)
+
+/* Floats: a NaN anywhere makes the range undefined, so look for one on the way. Equal ends are
+ * widened here, in T, as numpy widens a float32 array's min and max. */
+#define MINMAX_FLOAT(T, NAME)                                                                   \
+    static int NAME(const T *d, int64_t n, double *lo, double *hi)                              \
+    {                                                                                           \
+        T mn = d[0], mx = d[0];                                                                 \
+        int nan = 0;                                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                       \
+            nan |= d[i] != d[i];                                                                \
+            mn = d[i] < mn ? d[i] : mn;                                                         \
+            mx = d[i] > mx ? d[i] : mx;                                                         \
+        }                                                                                       \
+        if (nan || !isfinite(mn) || !isfinite(mx))                                              \
+            return -1;                                                                          \
+        if (mn == mx) {                                                                         \
+            mn -= (T)0.5;                                                                       \
+            mx += (T)0.5;                                                                       \
+        }                                                                                       \
+        *lo = (double)mn;                                                                       \
+        *hi = (double)mx;                                                                       \
+        return 0;                                                                               \
+    }
+
+MINMAX_FLOAT(float, minmax_f32)
+MINMAX_FLOAT(double, minmax_f64)
+
+cr_range_status cr_hist_range_of_data(const void *d, int64_t n, cr_dtype dt, double *lo, double *hi)
+{
+    if (n == 0) {
+        *lo = 0.0;
+        *hi = 1.0;
+        return CR_RANGE_OK;
+    }
+    switch (dt) {
+    case CR_DT_F32:
+        if (minmax_f32(d, n, lo, hi) != 0)
+            return CR_RANGE_DATA;
+        break;
+    case CR_DT_F64:
+        if (minmax_f64(d, n, lo, hi) != 0)
+            return CR_RANGE_DATA;
+        break;
+    case CR_DT_U8: minmax_u8(d, n, lo, hi); break;
+    case CR_DT_I8: minmax_i8(d, n, lo, hi); break;
+    case CR_DT_U16: minmax_u16(d, n, lo, hi); break;
+    case CR_DT_I16: minmax_i16(d, n, lo, hi); break;
+    case CR_DT_U32: minmax_u32(d, n, lo, hi); break;
+    case CR_DT_I32: minmax_i32(d, n, lo, hi); break;
+    case CR_DT_U64: minmax_u64(d, n, lo, hi); break;
+    case CR_DT_I64: minmax_i64(d, n, lo, hi); break;
+    default: return CR_RANGE_DATA;
+    }
+    return cr_hist_range_fix(lo, hi, dt); /* integer data widens in float64, as numpy does */
+}
+
+void cr_hist_range_explain(cr_range_status s, double lo, double hi, char *out, size_t n)
+{
+    switch (s) {
+    case CR_RANGE_OK: snprintf(out, n, "range [%g, %g] is valid", lo, hi); break;
+    case CR_RANGE_NOT_FINITE: snprintf(out, n, "range [%g, %g] is not finite", lo, hi); break;
+    case CR_RANGE_ORDER: snprintf(out, n, "range [%g, %g] must have lo <= hi", lo, hi); break;
+    case CR_RANGE_SPAN:
+        snprintf(out, n, "range [%g, %g] spans more than a double holds: there are no bin edges", lo, hi);
+        break;
+    case CR_RANGE_F32:
+        snprintf(out, n, "range [%g, %g] is not representable in float32, the data's type", lo, hi);
+        break;
+    case CR_RANGE_DATA:
+        snprintf(out, n, "the data holds NaN or infinity, so it has no default range; give one");
+        break;
+    }
+}

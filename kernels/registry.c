@@ -1,0 +1,225 @@
+/* The kernel registry; see registry.h. The two tables below are every kernel crunchd ships. */
+#include "kernels/registry.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+#ifdef CRUNCHD_HAVE_CUDA
+#include "kernels/cuda/launchers.h"
+#endif
+
+#define F32 CR_DT_BIT(CR_DT_F32)
+#define F64 CR_DT_BIT(CR_DT_F64)
+#define ALL_DT ((1u << CR_DT_COUNT) - 1u)
+#define BLAS_DIM INT_MAX /* cuBLAS and OpenBLAS take int dimensions */
+
+/* The CPU backend: OpenBLAS and plain C references (kernels/cpu/). */
+static const cr_kernel cpu_rows[] = {
+    {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64,
+     .max_dim = BLAS_DIM, .summary = "OpenBLAS SGEMM/DGEMM", .cpu = cpu_gemm_openblas},
+    {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64,
+     .reference = true, .summary = "plain C, accumulates in double",
+     .cpu = cpu_gemm_reference},
+    {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_ATA, .dtypes = F32 | F64,
+     .max_dim = BLAS_DIM, .summary = "OpenBLAS SSYRK/DSYRK, upper triangle mirrored",
+     .cpu = cpu_ata_openblas},
+    {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_ATA, .dtypes = F32 | F64,
+     .reference = true, .summary = "plain C, accumulates in double",
+     .cpu = cpu_ata_reference},
+    {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_HISTOGRAM, .dtypes = ALL_DT,
+     .reference = true,
+     .summary = "plain C, numpy.histogram bin edges; uint8 256-bin counting fast path",
+     .cpu = cpu_hist_reference},
+};
+
+#ifdef CRUNCHD_HAVE_CUDA
+#define HIST_DT (CR_DT_BIT(CR_DT_U8) | F32 | F64)
+#define CUDA_ROW(n, o, dt, fn, sum, ...)                                                          \
+    {.name = n, .backend = CR_BACKEND_CUDA, .op = o, .dtypes = dt, .summary = sum, .cuda = fn, __VA_ARGS__}
+
+/* The cuda backend (kernels/cuda/). dtypes are what each launcher truly runs: vec and dbuf (and
+ * so ata `gemm`) are FP32 only. Own kernels check their grid limits themselves (max_dim 0). */
+static const cr_kernel cuda_rows[] = {
+    CUDA_ROW("naive", CR_OP_GEMM, F32 | F64, cr_cuda_launch_gemm_naive, "one output per thread, global memory"),
+    CUDA_ROW("regtile", CR_OP_GEMM, F32 | F64, cr_cuda_launch_gemm_regtile, "T×T outputs per thread in registers"),
+    CUDA_ROW("smem", CR_OP_GEMM, F32 | F64, cr_cuda_launch_gemm_smem, "shared-memory tiles"),
+    CUDA_ROW("blocktile", CR_OP_GEMM, F32 | F64, cr_cuda_launch_gemm_blocktile,
+             "128×128×8 block tile, 8×8 thread tile"),
+    CUDA_ROW("vec", CR_OP_GEMM, F32, cr_cuda_launch_gemm_vec, "bank-conflict-free, Aᵀ in shared memory, float4 loads"),
+    CUDA_ROW("dbuf", CR_OP_GEMM, F32, cr_cuda_launch_gemm_dbuf, "double-buffered block tile"),
+    CUDA_ROW("cublas", CR_OP_GEMM, F32 | F64, cr_cuda_launch_gemm_cublas, "cuBLAS SGEMM/DGEMM",
+             .reference = true, .batchable = true, .max_dim = BLAS_DIM),
+    CUDA_ROW("cublas-tf32", CR_OP_GEMM, F32, cr_cuda_launch_gemm_cublas_tf32, "cuBLAS with TF32 tensor cores",
+             .precision = CR_PREC_TF32, .batchable = true, .max_dim = BLAS_DIM),
+    CUDA_ROW("gemm", CR_OP_ATA, F32, cr_cuda_launch_ata_gemm, "AᵀA as a GEMM through the dbuf kernel"),
+    CUDA_ROW("basic", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_basic, "one output per thread, full matrix"),
+    CUDA_ROW("symtile", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_symtile,
+             "upper-triangle tiles, register-blocked, mirrored", .scratch = cr_cuda_scratch_ata_symtile),
+    CUDA_ROW("cublas-syrk", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_cublas_syrk, "cuBLAS SYRK, triangle mirrored",
+             .reference = true, .batchable = true, .max_dim = BLAS_DIM),
+    CUDA_ROW("global", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_global, "global-memory atomics"),
+    CUDA_ROW("smem", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_smem, "shared-memory privatized bins"),
+    CUDA_ROW("smem-vec", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_smem_vec,
+             "privatized bins, 16-byte loads, persistent grid"),
+    CUDA_ROW("cub", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_cub, "CUB DeviceHistogram::HistogramEven",
+             .reference = true, .scratch = cr_cuda_scratch_hist_cub),
+#ifdef CRUNCHD_FAULT_INJECTION
+    CUDA_ROW("fault-illegal-address", CR_OP_GEMM, F32 | F64, cr_cuda_launch_fault_illegal_address,
+             "test builds: a store to an unmapped address (a sticky device fault)", .hidden = true),
+#endif
+};
+#endif
+
+#define COUNT(a) (sizeof a / sizeof a[0])
+
+const cr_kernel *cr_kernels(const cr_backend *b, size_t *count)
+{
+#ifdef CRUNCHD_HAVE_CUDA
+    if (b->id == CR_BACKEND_CUDA)
+        return *count = COUNT(cuda_rows), cuda_rows;
+#endif
+    if (b->id == CR_BACKEND_CPU)
+        return *count = COUNT(cpu_rows), cpu_rows;
+    return *count = 0, NULL;
+}
+
+const cr_kernel *cr_kernel_find(const cr_backend *b, cr_op op, const char *name)
+{
+    size_t n = 0;
+    const cr_kernel *k = cr_kernels(b, &n);
+    for (size_t i = 0; i < n; i++)
+        if (k[i].op == op && strcmp(k[i].name, name) == 0)
+            return &k[i];
+    return NULL;
+}
+
+const cr_kernel *cr_kernel_reference(const cr_backend *b, const cr_task *t)
+{
+    size_t n = 0;
+    const cr_kernel *k = cr_kernels(b, &n);
+    for (size_t i = 0; i < n; i++)
+        if (k[i].op == t->op && k[i].reference && (k[i].dtypes & CR_DT_BIT(t->dtype)))
+            return &k[i];
+    return NULL;
+}
+
+/* The largest dimension of a task, as a kernel's max_dim counts it. */
+static int64_t largest_dim(const cr_task *t)
+{
+    switch (t->op) {
+    case CR_OP_GEMM: {
+        const cr_gemm_task *g = &t->u.gemm;
+        int64_t d = g->m > g->n ? g->m : g->n;
+        return d > g->k ? d : g->k;
+    }
+    case CR_OP_ATA: return t->u.ata.m > t->u.ata.n ? t->u.ata.m : t->u.ata.n;
+    case CR_OP_HISTOGRAM: return t->u.hist.count;
+    default: return 0;
+    }
+}
+
+cr_kcheck cr_kernel_check(const cr_kernel *k, const cr_task *t, char *msg, size_t msglen)
+{
+    char scratch[8];
+    if (!msg)
+        msg = scratch, msglen = sizeof scratch;
+    if (k->op != t->op)
+        return snprintf(msg, msglen, "kernel '%s' is a %s kernel, not %s", k->name, cr_op_name(k->op),
+                        cr_op_name(t->op)), CR_KCHECK_OP;
+    if ((unsigned)t->dtype >= CR_DT_COUNT || !(k->dtypes & CR_DT_BIT(t->dtype)))
+        return snprintf(msg, msglen, "kernel '%s' does not support %s", k->name,
+                        cr_dtype_name(t->dtype)), CR_KCHECK_DTYPE;
+    if (k->precision == CR_PREC_TF32 && t->precision != CR_PREC_TF32)
+        return snprintf(msg, msglen, "kernel '%s' computes in tf32; send \"precision\": \"tf32\" to accept that",
+                        k->name), CR_KCHECK_PRECISION;
+    if (k->max_dim && largest_dim(t) > k->max_dim)
+        return snprintf(msg, msglen, "kernel '%s' takes dimensions up to %lld, this task has %lld", k->name,
+                        (long long)k->max_dim, (long long)largest_dim(t)), CR_KCHECK_SHAPE;
+    return CR_KCHECK_OK;
+}
+
+bool cr_kernel_candidate(const cr_kernel *k, const cr_task *t, bool compare)
+{
+    if (k->hidden || k->op != t->op || !(k->dtypes & CR_DT_BIT(t->dtype)) ||
+        (k->max_dim && largest_dim(t) > k->max_dim))
+        return false;
+    if (k->precision != CR_PREC_TF32)
+        return true;
+    return compare ? t->dtype == CR_DT_F32 : t->precision == CR_PREC_TF32;
+}
+
+/* ---- the client's choice ---------------------------------------------------------------- */
+
+cr_kernel_choice cr_kernel_choice_auto(void)
+{
+    cr_kernel_choice c = {.mode = CR_KERNEL_AUTO};
+    memcpy(c.name, "auto", sizeof "auto");
+    return c;
+}
+
+int cr_kernel_choice_parse(const char *s, cr_kernel_choice *out)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n >= CR_KERNEL_NAME_MAX)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return -1;
+    memcpy(out->name, s, n + 1);
+    out->mode = strcmp(s, "auto") == 0 ? CR_KERNEL_AUTO : strcmp(s, "all") == 0 ? CR_KERNEL_ALL : CR_KERNEL_NAMED;
+    return 0;
+}
+
+/* ---- auto and resolution ---------------------------------------------------------------- */
+
+#define LARGE_FLOPS (2.0 * 256 * 256 * 256)
+#define LARGE_ELEMENTS (1 << 20)
+
+bool cr_task_is_large(const cr_task *t)
+{
+    if (t->op == CR_OP_HISTOGRAM)
+        return t->u.hist.count >= LARGE_ELEMENTS;
+    return cr_task_flops(t) >= LARGE_FLOPS;
+}
+
+/* The table's pick for t's (op, dtype, size class, precision); NULL when it has none, or when
+ * the pick cannot take this task's shape. */
+static const cr_kernel *auto_pick(const cr_auto_table *tab, const cr_task *t)
+{
+    bool large = cr_task_is_large(t);
+    cr_precision prec = t->dtype == CR_DT_F32 ? t->precision : CR_PREC_DEFAULT;
+    for (size_t i = 0; tab && i < tab->n; i++) {
+        const cr_auto_row *r = &tab->rows[i];
+        if (r->kernel && r->op == t->op && r->dtype == t->dtype && r->precision == prec &&
+            r->large == large)
+            return cr_kernel_check(r->kernel, t, NULL, 0) == CR_KCHECK_OK ? r->kernel : NULL;
+    }
+    return NULL;
+}
+
+cr_resolve cr_kernel_resolve(const cr_backend *b, const cr_auto_table *tab, const cr_kernel_choice *c,
+                             const cr_task *t, const cr_kernel **out, char *msg, size_t msglen)
+{
+    *out = NULL;
+    if (c->mode != CR_KERNEL_NAMED) {
+        const cr_kernel *ref = cr_kernel_reference(b, t);
+        if (!ref)
+            return snprintf(msg, msglen, "the %s backend has no %s kernel for %s", b->name, cr_op_name(t->op),
+                            cr_dtype_name(t->dtype)), CR_RESOLVE_NO_KERNEL;
+        const cr_kernel *pick = c->mode == CR_KERNEL_AUTO ? auto_pick(tab, t) : NULL;
+        *out = pick ? pick : ref;
+        return CR_RESOLVE_OK;
+    }
+    const cr_kernel *k = cr_kernel_find(b, t->op, c->name);
+    if (!k)
+        return snprintf(msg, msglen, "no %s kernel named '%s' on the %s backend (GET /v1/kernels lists them)",
+                        cr_op_name(t->op), c->name, b->name), CR_RESOLVE_UNKNOWN;
+    switch (cr_kernel_check(k, t, msg, msglen)) {
+    case CR_KCHECK_OK: *out = k; return CR_RESOLVE_OK;
+    case CR_KCHECK_PRECISION: return CR_RESOLVE_PRECISION;
+    case CR_KCHECK_SHAPE: return CR_RESOLVE_SHAPE;
+    default: return CR_RESOLVE_DTYPE;
+    }
+}

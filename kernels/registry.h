@@ -1,0 +1,134 @@
+/* The kernel registry: every kernel crunchd ships, on every backend, as one row of one table
+ * (kernels/registry.c), and the only code that compares kernel names.
+ *
+ * A row says what the kernel computes (op, dtypes, precision), what it takes (shape limits),
+ * how to launch it on its backend, and how the service may use it (reference for compare mode,
+ * batchable). Everything that asks "which kernel?" asks here: the decoders (is this a kernel
+ * name?), the engine ("auto" and "all", can this kernel run this task?), compare mode and the
+ * auto table (which kernels to try), /v1/kernels (the list) and both backends (the launcher).
+ * Adding a kernel is writing its launcher and adding its row. */
+#ifndef CRUNCHD_REGISTRY_H
+#define CRUNCHD_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CR_KERNEL_NAME_MAX 32
+
+/* Launchers. CPU: a validated task in, a status out. CUDA: asynchronous on the worker's stream,
+ * device pointers in the launch (kernels/cuda/launch.h), a cudaError_t out as an int so this
+ * header needs no CUDA headers. */
+struct cr_cuda_launch;
+typedef cr_status (*cr_cpu_launcher)(const cr_task *t, char *err, size_t errlen);
+typedef int (*cr_cuda_launcher)(struct cr_cuda_launch *l);
+/* Device scratch a kernel needs for a task, beyond its inputs and output. */
+typedef uint64_t (*cr_scratch_fn)(const cr_task *t);
+
+struct cr_kernel {
+    const char *name;         /* unique per (backend, op) */
+    cr_backend_id backend;
+    cr_op op;
+    uint32_t dtypes;          /* CR_DT_BIT mask of the input dtypes it runs */
+    cr_precision precision;   /* CR_PREC_TF32: rounds its inputs; runs only when a request allows it */
+    bool reference;           /* its op's reference: compare mode's baseline, auto's fallback */
+    bool batchable;           /* may run several queued jobs in one launch (the batcher) */
+    bool hidden;              /* test builds' fault injection: found by name, never listed, tried or picked */
+    int64_t max_dim;          /* largest m, n, k, or histogram element count it takes; 0: any */
+    const char *summary;
+    cr_cpu_launcher cpu;      /* exactly one of cpu/cuda, by backend */
+    cr_cuda_launcher cuda;
+    cr_scratch_fn scratch;    /* NULL: no scratch */
+};
+
+/* The rows of a backend, in table order. */
+const cr_kernel *cr_kernels(const cr_backend *b, size_t *count);
+
+/* The row named `name` for op on b; NULL when there is none. */
+const cr_kernel *cr_kernel_find(const cr_backend *b, cr_op op, const char *name);
+
+/* The reference row for the task's op and dtype on b; NULL when b cannot run that at all. */
+const cr_kernel *cr_kernel_reference(const cr_backend *b, const cr_task *t);
+
+/* Why a kernel cannot run a task. */
+typedef enum {
+    CR_KCHECK_OK,
+    CR_KCHECK_OP,        /* the row is another op's */
+    CR_KCHECK_DTYPE,     /* the task's dtype is not among the row's */
+    CR_KCHECK_PRECISION, /* a tf32 kernel and the task did not allow tf32 */
+    CR_KCHECK_SHAPE,     /* a dimension over the row's max_dim */
+} cr_kcheck;
+
+/* Whether k can run t exactly as asked; msg (may be NULL) says why not. */
+cr_kcheck cr_kernel_check(const cr_kernel *k, const cr_task *t, char *msg, size_t msglen);
+
+/* Compare mode and the auto table: whether k is one of the candidates for t. tf32 kernels are
+ * candidates for float32 tasks in compare mode (which runs them with tf32 allowed), and for the
+ * auto table only under a tf32 task. */
+bool cr_kernel_candidate(const cr_kernel *k, const cr_task *t, bool compare);
+
+/* ---- what the client asked for --------------------------------------------------------- */
+
+typedef enum { CR_KERNEL_AUTO, CR_KERNEL_ALL, CR_KERNEL_NAMED } cr_kernel_mode;
+
+typedef struct {
+    cr_kernel_mode mode;
+    char name[CR_KERNEL_NAME_MAX]; /* the name (NAMED), or "auto"/"all" */
+} cr_kernel_choice;
+
+/* "auto", "all" or a well-formed name (1..31 of a-z, 0-9, '-'); -1 when malformed. Whether the
+ * name exists is resolve's question, once the backend and the task are known. */
+int cr_kernel_choice_parse(const char *s, cr_kernel_choice *out);
+/* The default: auto. */
+cr_kernel_choice cr_kernel_choice_auto(void);
+
+/* ---- the auto table -------------------------------------------------------------------- */
+
+/* One row of the table behind "auto", measured at start-up: the fastest correct kernel on a
+ * probe of each (op, dtype, size class, precision). */
+typedef struct {
+    cr_op op;
+    cr_dtype dtype;
+    bool large;
+    cr_precision precision;
+    const cr_kernel *kernel; /* NULL: this backend has nothing for the row */
+    double ms;               /* of the winning kernel on the probe */
+    char probe[48];          /* the probe's shape, e.g. "64x64x64" */
+} cr_auto_row;
+
+typedef struct {
+    cr_auto_row *rows;
+    size_t n;
+} cr_auto_table;
+
+/* The size class of a task: large from 256³ flops (matrices) or 2^20 elements (histograms). */
+bool cr_task_is_large(const cr_task *t);
+
+/* ---- resolution: the one place a choice becomes a kernel ------------------------------- */
+
+typedef enum {
+    CR_RESOLVE_OK,
+    CR_RESOLVE_NO_KERNEL,  /* auto/all: the backend has no kernel of the op for the dtype */
+    CR_RESOLVE_UNKNOWN,    /* no row of that name for the op on the backend */
+    CR_RESOLVE_DTYPE,      /* the named row exists and cannot run the task: msg says why */
+    CR_RESOLVE_PRECISION,
+    CR_RESOLVE_SHAPE,
+} cr_resolve;
+
+/* The row that runs t for the client's choice: auto → the auto table's pick for t's class
+ * (the reference when the table has none); all → the reference (compare mode then runs every
+ * candidate); a name → that row, checked against t. msg says why when not OK. */
+cr_resolve cr_kernel_resolve(const cr_backend *b, const cr_auto_table *tab, const cr_kernel_choice *c,
+                             const cr_task *t, const cr_kernel **out, char *msg, size_t msglen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

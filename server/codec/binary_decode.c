@@ -1,0 +1,452 @@
+/* Binary bodies streamed into their final buffers; see binary_request.h. */
+#include "server/codec/binary_decode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/hist_range.h"
+#include "server/codec/npy.h"
+
+enum { BUF_A = 0, BUF_B = 1, BUF_C = 2 };
+#define MAX_PARTS 3
+
+struct cr_bin_part {
+    char name[8];
+    int slot;
+    bool raw;                /* no header: uint8 bytes (octet-stream) */
+    bool header_done;
+    uint8_t *hdr;            /* header bytes gathered so far (freed once parsed) */
+    size_t hdr_len, hdr_need;
+    cr_npy_header h;
+    void *data;              /* the array's buffer, r->bufs[slot] */
+    uint64_t received;       /* data bytes so far */
+    /* A Fortran-ordered c has no transpose flag in the task: its elements are scattered into
+     * C order as they arrive (still one copy); carry holds an element split between chunks. */
+    bool scatter;
+    uint8_t carry[8];
+    size_t carry_len;
+};
+
+struct cr_bin_request {
+    cr_params params;
+    cr_limits lim;
+    cr_host_allocator alloc;
+    cr_request req;          /* the buffers, owned here until finish moves them out */
+    cr_bin_part parts[MAX_PARTS];
+    int n_parts;
+    uint64_t input_bytes;
+};
+
+cr_bin_request *cr_bin_new(const cr_params *params, const cr_limits *lim, cr_host_allocator a)
+{
+    cr_bin_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->params = *params;
+    r->lim = *lim;
+    r->alloc = a;
+    return r;
+}
+
+void cr_bin_free(cr_bin_request *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->n_parts; i++)
+        free(r->parts[i].hdr);
+    cr_request_free(&r->req);
+    free(r);
+}
+
+const char *cr_bin_body_part_name(cr_op op) { return op == CR_OP_HISTOGRAM ? "data" : "a"; }
+
+/* ---- parts ---------------------------------------------------------------------------------- */
+
+static int slot_of(cr_op op, const char *name)
+{
+    if (op == CR_OP_HISTOGRAM)
+        return strcmp(name, "data") == 0 ? BUF_A : -1;
+    if (strcmp(name, "a") == 0)
+        return BUF_A;
+    if (op == CR_OP_GEMM && strcmp(name, "b") == 0)
+        return BUF_B;
+    if (op == CR_OP_GEMM && strcmp(name, "c") == 0)
+        return BUF_C;
+    return -1;
+}
+
+static cr_bin_part *find_part(cr_bin_request *r, const char *name)
+{
+    for (int i = 0; i < r->n_parts; i++)
+        if (strcmp(r->parts[i].name, name) == 0)
+            return &r->parts[i];
+    return NULL;
+}
+
+cr_bin_part *cr_bin_start(cr_bin_request *r, const char *name, cr_error *err)
+{
+    cr_op op = r->params.op;
+    int slot = slot_of(op, name);
+    if (slot < 0) {
+        cr_fail(err, 400, "invalid_field", name,
+                "unexpected part \"%.40s\" for %s (expected %s; parameters go in the query string)",
+                name, cr_op_name(op),
+                op == CR_OP_GEMM ? "a, b and optionally c" : op == CR_OP_ATA ? "a" : "data");
+        return NULL;
+    }
+    if (find_part(r, name)) {
+        cr_fail(err, 400, "invalid_field", name, "part %s appears twice", name);
+        return NULL;
+    }
+    cr_bin_part *p = &r->parts[r->n_parts++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->slot = slot;
+    p->hdr_need = 8;
+    return p;
+}
+
+/* One allocation for one array, through the backend's allocator when it has one; plain memory
+ * when pinning fails (the worker then stages the copy, slower but correct). */
+static void *alloc_array(cr_bin_request *r, cr_bin_part *p, uint64_t bytes, cr_error *err)
+{
+    size_t n = bytes ? (size_t)bytes : 1;
+    void (*release)(void *) = NULL;
+    void *mem = NULL;
+    if (r->alloc.alloc && (mem = r->alloc.alloc(n)) != NULL)
+        release = r->alloc.free;
+    else
+        mem = malloc(n);
+    if (!mem) {
+        cr_fail(err, 503, "host_memory", p->name, "could not allocate %llu bytes for part %s",
+                (unsigned long long)bytes, p->name);
+        return NULL;
+    }
+    r->req.bufs[p->slot] = mem;
+    r->req.buf_bytes[p->slot] = (size_t)bytes;
+    r->req.buf_free[p->slot] = release;
+    p->data = mem;
+    return mem;
+}
+
+/* Element count and total bytes against the limits, before anything is allocated. */
+static int check_limits(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
+{
+    uint64_t sum;
+    if (p->h.count > r->lim.max_elements)
+        return cr_fail(err, 413, "too_large", p->name,
+                       "%s has %llu elements, over the limit of %llu per array", p->name,
+                       (unsigned long long)p->h.count, (unsigned long long)r->lim.max_elements);
+    if (__builtin_add_overflow(r->input_bytes, p->h.data_bytes, &sum) ||
+        sum > r->lim.max_total_bytes)
+        return cr_fail(err, 413, "too_large", p->name,
+                       "inputs exceed the limit of %llu bytes (at %s)",
+                       (unsigned long long)r->lim.max_total_bytes, p->name);
+    r->input_bytes = sum;
+    return 0;
+}
+
+static void shape_text(const cr_npy_header *h, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "(");
+    for (int i = 0; i < h->ndim && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? ", " : "", (long long)h->shape[i]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "%s)", h->ndim == 1 ? "," : "");
+}
+
+/* What the op accepts of this part: matrices are 2-D float32/float64 of one dtype. */
+static int check_part(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
+{
+    char shape[96];
+    if (r->params.op == CR_OP_HISTOGRAM)
+        return 0;
+    if (p->h.dtype != CR_DT_F32 && p->h.dtype != CR_DT_F64)
+        return cr_fail(err, 400, "invalid_field", p->name, "%s must be float32 or float64, got %s",
+                       p->name, cr_dtype_name(p->h.dtype));
+    shape_text(&p->h, shape, sizeof shape);
+    if (p->h.ndim != 2)
+        return cr_fail(err, 400, "invalid_field", p->name, "%s must be a 2-D matrix, got shape %s",
+                       p->name, shape);
+    if (p->h.shape[0] == 0 || p->h.shape[1] == 0)
+        return cr_fail(err, 400, "invalid_field", p->name, "%s is empty (shape %s); a matrix "
+                       "needs rows and columns", p->name, shape);
+    for (int i = 0; i < r->n_parts; i++) {
+        const cr_bin_part *o = &r->parts[i];
+        if (o != p && o->header_done && o->h.dtype != p->h.dtype)
+            return cr_fail(err, 400, "invalid_field", p->name, "%s is %s but %s is %s: one dtype "
+                           "for all matrices", p->name, cr_dtype_name(p->h.dtype), o->name,
+                           cr_dtype_name(o->h.dtype));
+    }
+    return 0;
+}
+
+static int header_parsed(cr_bin_request *r, cr_bin_part *p, cr_error *err)
+{
+    p->header_done = true;
+    free(p->hdr);
+    p->hdr = NULL;
+    if (check_part(r, p, err) || check_limits(r, p, err))
+        return -1;
+    p->scatter = strcmp(p->name, "c") == 0 && p->h.fortran_order;
+    return alloc_array(r, p, p->h.data_bytes, err) ? 0 : -1;
+}
+
+cr_bin_part *cr_bin_start_raw(cr_bin_request *r, uint64_t bytes, cr_error *err)
+{
+    cr_bin_part *p = cr_bin_start(r, "data", err);
+    if (!p)
+        return NULL;
+    p->raw = true;
+    p->h.dtype = CR_DT_U8;
+    p->h.ndim = 1;
+    p->h.shape[0] = (int64_t)bytes;
+    p->h.count = p->h.data_bytes = bytes;
+    return header_parsed(r, p, err) ? NULL : p;
+}
+
+/* Gathers header bytes until the parser can decide; returns how many of data it took. */
+static int64_t feed_header(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n,
+                           cr_error *err)
+{
+    size_t took = 0;
+    for (;;) {
+        size_t want = p->hdr_need - p->hdr_len, k = want < n - took ? want : n - took;
+        if (k) {
+            uint8_t *grown = realloc(p->hdr, p->hdr_need);
+            if (!grown)
+                return cr_fail(err, 503, "host_memory", p->name, "out of memory");
+            p->hdr = grown;
+            memcpy(p->hdr + p->hdr_len, data + took, k);
+            p->hdr_len += k;
+            took += k;
+        }
+        if (p->hdr_len < p->hdr_need)
+            return (int64_t)took; /* the chunk ended inside the header */
+        size_t need = 0;
+        cr_npy_status st = cr_npy_parse_header(p->hdr, p->hdr_len, p->name, &p->h, &need, err);
+        if (st == CR_NPY_BAD)
+            return -1;
+        if (st == CR_NPY_OK)
+            return header_parsed(r, p, err) ? -1 : (int64_t)took;
+        p->hdr_need = need;
+    }
+}
+
+/* Element e of a Fortran-ordered rows x cols array goes to (e % rows, e / rows) in C order. */
+static void scatter_elements(cr_bin_part *p, const uint8_t *src, size_t n_elems, uint64_t e)
+{
+    size_t es = cr_dtype_size(p->h.dtype);
+    uint64_t rows = (uint64_t)p->h.shape[0], cols = (uint64_t)p->h.shape[1];
+    for (size_t i = 0; i < n_elems; i++, e++) {
+        uint64_t at = (e % rows) * cols + e / rows;
+        memcpy((uint8_t *)p->data + at * es, src + i * es, es);
+    }
+}
+
+static void scatter_copy(cr_bin_part *p, const uint8_t *src, size_t n)
+{
+    size_t es = cr_dtype_size(p->h.dtype);
+    while (n) {
+        if (p->carry_len || n < es) { /* finish or start a split element */
+            size_t k = es - p->carry_len < n ? es - p->carry_len : n;
+            memcpy(p->carry + p->carry_len, src, k);
+            p->carry_len += k;
+            p->received += k;
+            src += k;
+            n -= k;
+            if (p->carry_len == es) {
+                scatter_elements(p, p->carry, 1, p->received / es - 1);
+                p->carry_len = 0;
+            }
+            continue;
+        }
+        size_t whole = n / es;
+        scatter_elements(p, src, whole, p->received / es);
+        p->received += whole * es;
+        src += whole * es;
+        n -= whole * es;
+    }
+}
+
+int cr_bin_feed(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, cr_error *err)
+{
+    if (!p->header_done) {
+        int64_t took = feed_header(r, p, data, n, err);
+        if (took < 0)
+            return -1;
+        data += took;
+        n -= (size_t)took;
+    }
+    if (!n)
+        return 0;
+    if (n > p->h.data_bytes - p->received)
+        return cr_fail(err, 400, "invalid_field", p->name,
+                       "%s has more data than its %s declares (%llu bytes)", p->name,
+                       p->raw ? "Content-Length" : ".npy header",
+                       (unsigned long long)p->h.data_bytes);
+    if (p->scatter) {
+        scatter_copy(p, (const uint8_t *)data, n);
+        return 0;
+    }
+    memcpy((char *)p->data + p->received, data, n);
+    p->received += n;
+    /* only the backend's own blocks (not the malloc fallback); a scattered part is final only
+     * at the end, so it never gets here */
+    if (r->alloc.ready && r->req.buf_free[p->slot])
+        r->alloc.ready(p->data, (size_t)p->received, (size_t)p->h.data_bytes);
+    return 0;
+}
+
+/* ---- the request ------------------------------------------------------------------------------ */
+
+static int check_complete(const cr_bin_part *p, cr_error *err)
+{
+    if (!p->header_done)
+        return cr_fail(err, 400, "invalid_field", p->name,
+                       "%s ends inside its .npy header (%zu bytes): truncated", p->name,
+                       p->hdr_len);
+    if (p->received != p->h.data_bytes)
+        return cr_fail(err, 400, "invalid_field", p->name,
+                       "%s is truncated: its %s declares %llu bytes of data, %llu arrived",
+                       p->name, p->raw ? "Content-Length" : ".npy header",
+                       (unsigned long long)p->h.data_bytes, (unsigned long long)p->received);
+    return 0;
+}
+
+static const cr_bin_part *required_part(cr_bin_request *r, const char *name, cr_error *err)
+{
+    const cr_bin_part *p = find_part(r, name);
+    if (!p)
+        cr_fail(err, 400, "missing_field", name, "part %s is required", name);
+    return p;
+}
+
+/* Output elements and bytes against the limits, as the JSON decoder checks them. */
+static int check_output(cr_bin_request *r, uint64_t rows, uint64_t cols, size_t es,
+                        const char *field, cr_error *err)
+{
+    uint64_t elems, bytes, sum;
+    if (__builtin_mul_overflow(rows, cols, &elems) || elems > r->lim.max_elements)
+        return cr_fail(err, 413, "too_large", field, "the result would be %llu x %llu, over the "
+                       "limit of %llu elements", (unsigned long long)rows,
+                       (unsigned long long)cols, (unsigned long long)r->lim.max_elements);
+    if (__builtin_mul_overflow(elems, (uint64_t)es, &bytes) ||
+        __builtin_add_overflow(r->input_bytes, bytes, &sum) || sum > r->lim.max_total_bytes)
+        return cr_fail(err, 413, "too_large", field,
+                       "inputs and output together exceed the limit of %llu bytes (at %s)",
+                       (unsigned long long)r->lim.max_total_bytes, field);
+    return 0;
+}
+
+/* A Fortran-ordered (r, c) matrix is the C-ordered (c, r) bytes of its transpose: flip the
+ * operand's transpose flag instead of moving any data. */
+static int finish_gemm(cr_bin_request *r, cr_error *err)
+{
+    const cr_bin_part *a, *b, *c;
+    cr_gemm_task *g = &r->req.task.u.gemm;
+    const cr_params *q = &r->params;
+    if (!(a = required_part(r, "a", err)) || !(b = required_part(r, "b", err)))
+        return -1;
+    c = find_part(r, "c");
+    g->m = q->trans_a ? a->h.shape[1] : a->h.shape[0];
+    g->k = q->trans_a ? a->h.shape[0] : a->h.shape[1];
+    int64_t kb = q->trans_b ? b->h.shape[1] : b->h.shape[0];
+    g->n = q->trans_b ? b->h.shape[0] : b->h.shape[1];
+    if (kb != g->k)
+        return cr_fail(err, 422, "shape_mismatch", "b",
+                       "op(a) is %lld x %lld but op(b) is %lld x %lld: inner dimensions differ",
+                       (long long)g->m, (long long)g->k, (long long)kb, (long long)g->n);
+    if (c && (c->h.shape[0] != g->m || c->h.shape[1] != g->n))
+        return cr_fail(err, 422, "shape_mismatch", "c", "c is %lld x %lld but the result is %lld x %lld",
+                       (long long)c->h.shape[0], (long long)c->h.shape[1], (long long)g->m,
+                       (long long)g->n);
+    if (check_output(r, (uint64_t)g->m, (uint64_t)g->n, cr_dtype_size(a->h.dtype), "b", err))
+        return -1;
+    r->req.task.dtype = a->h.dtype;
+    if (q->tf32_asked && a->h.dtype != CR_DT_F32)
+        return cr_fail(err, 400, "unsupported", "precision",
+                       "precision tf32 needs float32 matrices, not %s", cr_dtype_name(a->h.dtype));
+    r->req.task.precision = q->tf32_asked ? CR_PREC_TF32 : CR_PREC_DEFAULT;
+    g->trans_a = q->trans_a != a->h.fortran_order;
+    g->trans_b = q->trans_b != b->h.fortran_order;
+    g->alpha = q->alpha;
+    g->beta = q->beta;
+    g->a = a->data;
+    g->b = b->data;
+    g->c_in = c ? c->data : NULL;
+    return 0;
+}
+
+static int finish_ata(cr_bin_request *r, cr_error *err)
+{
+    const cr_bin_part *a = required_part(r, "a", err);
+    cr_ata_task *t = &r->req.task.u.ata;
+    if (!a)
+        return -1;
+    t->m = a->h.shape[0];
+    t->n = a->h.shape[1];
+    t->trans_a = a->h.fortran_order;
+    t->a = a->data;
+    r->req.task.dtype = a->h.dtype;
+    return check_output(r, (uint64_t)t->n, (uint64_t)t->n, cr_dtype_size(a->h.dtype), "a", err);
+}
+
+/* numpy.histogram's defaults, except uint8: 256 bins, one per byte value (as the JSON form). */
+static int finish_histogram(cr_bin_request *r, cr_error *err)
+{
+    const cr_bin_part *d = required_part(r, "data", err);
+    cr_hist_task *h = &r->req.task.u.hist;
+    const cr_params *q = &r->params;
+    if (!d)
+        return -1;
+    cr_dtype dt = d->h.dtype;
+    r->req.task.dtype = dt;
+    r->req.is_float_hist = dt != CR_DT_U8; /* edges in the answer, as numpy gives them */
+    h->data = d->data;
+    h->count = (int64_t)d->h.count;
+    h->bins = q->bins ? q->bins : dt == CR_DT_U8 ? 256 : 10;
+    if (check_output(r, 1, (uint64_t)h->bins, sizeof(uint64_t), "bins", err))
+        return -1;
+    if (!q->has_range && dt == CR_DT_U8) { /* the byte domain: bin i holds byte value i */
+        h->lo = 0.0;
+        h->hi = 256.0;
+        return 0;
+    }
+    h->lo = q->lo;
+    h->hi = q->hi;
+    cr_range_status st = q->has_range ? cr_hist_range_fix(&h->lo, &h->hi, dt)
+                                      : cr_hist_range_of_data(h->data, h->count, dt, &h->lo, &h->hi);
+    if (st == CR_RANGE_OK)
+        return 0;
+    if (st == CR_RANGE_DATA)
+        return cr_fail(err, 400, "invalid_field", "data",
+                       "data holds NaN or infinity, so it has no range; give range=lo,hi");
+    char why[160];
+    cr_hist_range_explain(st, h->lo, h->hi, why, sizeof why);
+    return q->has_range ? cr_fail(err, 400, "invalid_parameter", "range", "%s", why)
+                        : cr_fail(err, 400, "invalid_field", "data", "no default range: %s", why);
+}
+
+int cr_bin_finish(cr_bin_request *r, cr_request *out, cr_error *err)
+{
+    for (int i = 0; i < r->n_parts; i++)
+        if (check_complete(&r->parts[i], err))
+            return -1;
+    cr_request *q = &r->req;
+    q->task.op = r->params.op;
+    q->task.kernel = NULL; /* the engine resolves q->kernel */
+    q->kernel = r->params.kernel;
+    q->timeout_ms = r->params.timeout_ms;
+    int rc = q->task.op == CR_OP_GEMM  ? finish_gemm(r, err)
+             : q->task.op == CR_OP_ATA ? finish_ata(r, err)
+                                       : finish_histogram(r, err);
+    if (rc)
+        return -1;
+    q->out_alloc = r->alloc.alloc;
+    q->out_free = r->alloc.free;
+    *out = *q;
+    memset(q, 0, sizeof *q);
+    return 0;
+}

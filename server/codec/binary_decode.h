@@ -1,0 +1,44 @@
+/* Binary request bodies -> cr_request, streaming: each array (a .npy part, or raw uint8 bytes)
+ * is allocated once, from its declared size after the limits are checked, and every arriving
+ * chunk is copied straight into place. Knows nothing of HTTP: upload.c feeds it from
+ * libmicrohttpd (multipart parts, or the whole body as one part). */
+#ifndef CRUNCHD_BINARY_REQUEST_H
+#define CRUNCHD_BINARY_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/codec/query.h"
+#include "server/request.h"
+
+/* Where input buffers come from: the backend's host allocator (pinned memory on cuda, so the
+ * worker copies to the device straight from them), NULL members meaning malloc/free. `ready`
+ * (optional) hears how much of an allocated buffer is final as the body arrives. */
+typedef struct {
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*ready)(void *p, size_t ready, size_t total);
+} cr_host_allocator;
+
+typedef struct cr_bin_part cr_bin_part;
+typedef struct cr_bin_request cr_bin_request;
+
+/* NULL when out of memory. params must have passed cr_params_finish. */
+cr_bin_request *cr_bin_new(const cr_params *params, const cr_limits *lim, cr_host_allocator a);
+void cr_bin_free(cr_bin_request *r);
+
+/* The body's single part: "a" for ata, "data" for histogram. */
+const char *cr_bin_body_part_name(cr_op op);
+
+/* Starts the part `name` ("a", "b", "c", "data"); unknown or repeated names are refused. */
+cr_bin_part *cr_bin_start(cr_bin_request *r, const char *name, cr_error *err);
+/* Starts a raw uint8 part of exactly `bytes` bytes (application/octet-stream histograms). */
+cr_bin_part *cr_bin_start_raw(cr_bin_request *r, uint64_t bytes, cr_error *err);
+/* The next n bytes of a part: header bytes first, then data straight into its buffer. */
+int cr_bin_feed(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, cr_error *err);
+/* Every part complete and conforming: moves the arrays into out (a request the engine can run;
+ * out's bufs are freed by cr_request_free with the allocator that made them). */
+int cr_bin_finish(cr_bin_request *r, cr_request *out, cr_error *err);
+
+#endif

@@ -1,0 +1,519 @@
+/* The JSON request decoder: body -> validated cr_request (design.md, "HTTP API v1").
+ *
+ * Strict on purpose: unknown fields, wrong types and impossible values are refused with the
+ * field named, so a typo never silently becomes a default. Every size is checked against the
+ * limits before the arrays are allocated; each array is allocated once, sized from its count,
+ * and filled by converting the parsed numbers straight into the request's dtype. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "kernels/hist_range.h"
+#include "server/codec/json_decode.h"
+#include "server/codec/json_matrix.h"
+
+/* ---- body and top level ---------------------------------------------------------------- */
+
+static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Where the text holds a control character JSON forbids: raw ones outside strings but for
+ * JSON's whitespace (cJSON skips every byte <= 32, NUL included, as whitespace), raw ones inside
+ * strings, and "\u0000" (cJSON lets it through, and the NUL ends the C string early, so
+ * "float32\u0000junk" would read as "float32"). No field of ours takes one. NULL when none. */
+const char *cr_json_stray_control(const char *s, size_t n)
+{
+    bool in_string = false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!in_string) {
+            if (c < 0x20 && !is_json_space((char)c))
+                return s + i;
+            in_string = c == '"';
+        } else if (c == '"') {
+            in_string = false;
+        } else if (c < 0x20) {
+            return s + i;
+        } else if (c == '\\' && i + 1 < n) {
+            if (s[i + 1] == 'u' && i + 5 < n && memcmp(s + i + 2, "0000", 4) == 0)
+                return s + i;
+            i++; /* the escaped character: \" does not end the string */
+        }
+    }
+    return NULL;
+}
+
+/* cJSON's require_null_terminated needs a NUL inside the buffer, which an HTTP body does not
+ * have; so parse by length and check for trailing garbage here instead. */
+static cJSON *parse_body(const char *body, size_t len, cr_jfast *fast, cr_error *err)
+{
+    if (!body || len == 0) {
+        cr_fail(err, 400, "invalid_json", "", "request body is empty; expected a JSON object");
+        return NULL;
+    }
+    if (cr_jfast_scan(body, len, fast) != 0) {
+        cr_fail(err, 503, "host_memory", "", "out of memory reading the JSON body");
+        return NULL;
+    }
+    /* cJSON reads the skeleton (long numeric arrays blanked to "[]") when there is one;
+     * positions in messages are mapped back to the body's */
+    const char *text = fast->skeleton ? fast->skeleton : body;
+    size_t text_len = fast->skeleton ? fast->skel_len : len;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, text_len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= text && end <= text + text_len ? (size_t)(end - text) : 0;
+        cr_fail(err, 400, "invalid_json", "", "request body is not valid JSON (error at byte %zu)",
+                cr_jfast_body_offset(fast, at));
+        return NULL;
+    }
+    const char *bad = cr_json_stray_control(text, text_len);
+    if (bad) {
+        cJSON_Delete(root);
+        cr_fail(err, 400, "invalid_json", "",
+                "control character or \\u0000 where JSON allows none (at byte %zu)",
+                cr_jfast_body_offset(fast, (size_t)(bad - text)));
+        return NULL;
+    }
+    size_t at = (size_t)(end - text);
+    while (at < text_len && is_json_space(text[at]))
+        at++;
+    if (at < text_len) {
+        cJSON_Delete(root);
+        cr_fail(err, 400, "invalid_json", "",
+                "request body has extra characters after the JSON value (at byte %zu)",
+                cr_jfast_body_offset(fast, at));
+        return NULL;
+    }
+    if (cr_jfast_bind(fast, root) != 0) {
+        cJSON_Delete(root);
+        cr_fail(err, 503, "host_memory", "", "out of memory reading the JSON body");
+        return NULL;
+    }
+    return root;
+}
+
+static int op_from_name(const char *s, cr_op *op)
+{
+    for (int i = 0; i < CR_OP_COUNT; i++)
+        if (strcmp(s, cr_op_name((cr_op)i)) == 0) {
+            *op = (cr_op)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* The route's op, or (async form, op == CR_OP_COUNT) the body's "op"; a sync body may repeat
+ * its route's op but not name another. */
+static int resolve_op(const cJSON *root, cr_op route_op, cr_op *op, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "op");
+    if (!n) {
+        if (route_op == CR_OP_COUNT)
+            return cr_fail(err, 400, "missing_field", "op",
+                           "op is required: \"gemm\", \"ata\" or \"histogram\"");
+        *op = route_op;
+        return 0;
+    }
+    cr_op named;
+    if (!cJSON_IsString(n) || op_from_name(n->valuestring, &named) != 0)
+        return cr_fail(err, 400, "invalid_field", "op",
+                       "op must be \"gemm\", \"ata\" or \"histogram\"");
+    if (route_op != CR_OP_COUNT && named != route_op)
+        return cr_fail(err, 400, "invalid_field", "op",
+                       "op \"%s\" does not match this route (/v1/%s)", n->valuestring,
+                       cr_op_name(route_op));
+    *op = named;
+    return 0;
+}
+
+/* Every field must be one this op knows, and appear once. */
+static int check_fields(const cJSON *root, const char *const *allowed, cr_error *err)
+{
+    unsigned seen = 0;
+    for (const cJSON *f = root->child; f; f = f->next) {
+        int i = 0;
+        while (allowed[i] && strcmp(allowed[i], f->string) != 0)
+            i++;
+        if (!allowed[i])
+            return cr_fail(err, 400, "invalid_field", f->string, "unknown field \"%s\"",
+                           f->string);
+        if (seen & (1u << i))
+            return cr_fail(err, 400, "invalid_field", f->string, "field \"%s\" appears twice",
+                           f->string);
+        seen |= 1u << i;
+    }
+    return 0;
+}
+
+/* ---- scalar fields ------------------------------------------------------------------------ */
+
+static int get_number(const cJSON *root, const char *name, double dflt, double *out,
+                      cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, name);
+    *out = dflt;
+    if (!n)
+        return 0;
+    if (!cJSON_IsNumber(n))
+        return cr_fail(err, 400, "invalid_field", name, "%s must be a number, got %s", name,
+                       cr_json_type_name(n));
+    if (!isfinite(n->valuedouble))
+        return cr_fail(err, 400, "non_finite", name, "%s is not a finite number", name);
+    *out = n->valuedouble;
+    return 0;
+}
+
+static int get_bool(const cJSON *root, const char *name, bool *out, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, name);
+    *out = false;
+    if (!n)
+        return 0;
+    if (!cJSON_IsBool(n))
+        return cr_fail(err, 400, "invalid_field", name, "%s must be true or false, got %s", name,
+                       cr_json_type_name(n));
+    *out = cJSON_IsTrue(n);
+    return 0;
+}
+
+/* An integer in [lo, hi]; *present says whether the field was there at all. Over hi is a
+ * limit (413 too_large) when over_is_limit, else just an invalid value. */
+static int get_int(const cJSON *root, const char *name, int64_t lo, int64_t hi, bool over_is_limit,
+                   bool *present, int64_t *out, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, name);
+    *present = n != NULL;
+    if (!n)
+        return 0;
+    if (!cJSON_IsNumber(n))
+        return cr_fail(err, 400, "invalid_field", name, "%s must be an integer, got %s", name,
+                       cr_json_type_name(n));
+    double v = n->valuedouble;
+    if (!isfinite(v))
+        return cr_fail(err, 400, "non_finite", name, "%s is not a finite number", name);
+    if (v != floor(v) || v < (double)lo)
+        return cr_fail(err, 400, "invalid_field", name, "%s must be an integer >= %lld, got %g",
+                       name, (long long)lo, v);
+    if (v > (double)hi)
+        return over_is_limit
+                   ? cr_fail(err, 413, "too_large", name, "%s = %g is over the limit of %lld",
+                             name, v, (long long)hi)
+                   : cr_fail(err, 400, "invalid_field", name,
+                             "%s must be an integer <= %lld, got %g", name, (long long)hi, v);
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* dtype: one of the n_allowed dtypes, by name; dflt when absent. */
+static int get_dtype(const cJSON *root, const cr_dtype *allowed, size_t n_allowed, cr_dtype dflt,
+                     cr_dtype *out, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "dtype");
+    *out = dflt;
+    if (!n)
+        return 0;
+    if (cJSON_IsString(n))
+        for (size_t i = 0; i < n_allowed; i++)
+            if (strcmp(n->valuestring, cr_dtype_name(allowed[i])) == 0) {
+                *out = allowed[i];
+                return 0;
+            }
+    char names[96] = "";
+    for (size_t i = 0; i < n_allowed; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s\"%s\"",
+                 i ? (i + 1 == n_allowed ? " or " : ", ") : "", cr_dtype_name(allowed[i]));
+    return cr_fail(err, 400, "invalid_field", "dtype", "dtype must be %s", names);
+}
+
+/* kernel and timeout_ms, which every op has. Whether the kernel exists is the engine's call. */
+static int get_common(const cJSON *root, cr_request *r, cr_error *err)
+{
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "kernel");
+    r->kernel = cr_kernel_choice_auto();
+    if (k && (!cJSON_IsString(k) || cr_kernel_choice_parse(k->valuestring, &r->kernel) != 0))
+        return cr_fail(err, 400, "invalid_field", "kernel",
+                       "kernel must be a name of 1..%d characters a-z, 0-9, '-' "
+                       "(or \"auto\", \"all\")", CR_KERNEL_NAME_MAX - 1);
+    bool present;
+    int64_t t = 0;
+    if (get_int(root, "timeout_ms", 1, 9007199254740992LL, false, &present, &t, err))
+        return -1;
+    r->timeout_ms = present ? t : 0;
+    return 0;
+}
+
+/* ---- arrays ------------------------------------------------------------------------------- */
+
+/* Adds `elements` of `elem_size` bytes to the request's total; 413 naming `field` when over. */
+static int add_bytes(uint64_t *total, uint64_t elements, size_t elem_size, const cr_limits *lim,
+                     const char *field, cr_error *err)
+{
+    uint64_t bytes, sum;
+    if (__builtin_mul_overflow(elements, (uint64_t)elem_size, &bytes) ||
+        __builtin_add_overflow(*total, bytes, &sum) || sum > lim->max_total_bytes)
+        return cr_fail(err, 413, "too_large", field,
+                       "inputs and output together exceed the limit of %llu bytes (at %s)",
+                       (unsigned long long)lim->max_total_bytes, field);
+    *total = sum;
+    return 0;
+}
+
+static void *decode_matrix(cr_request *r, int slot, const cr_jmatrix *m, cr_dtype dt,
+                           cr_error *err)
+{
+    void *p = cr_request_alloc_buf(r, slot, (size_t)(m->rows * m->cols) * cr_dtype_size(dt), false, err);
+    if (!p || cr_jmatrix_fill(m, dt, p, err) != 0)
+        return NULL;
+    return p;
+}
+
+static const cJSON *required(const cJSON *root, const char *name, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!n)
+        cr_fail(err, 400, "missing_field", name, "%s is required", name);
+    return n;
+}
+
+static const cr_dtype matrix_dtypes[] = {CR_DT_F32, CR_DT_F64};
+
+static int get_precision(const cJSON *root, cr_dtype dt, cr_precision *out, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "precision");
+    *out = CR_PREC_DEFAULT;
+    if (!n)
+        return 0;
+    if (!cJSON_IsString(n) ||
+        (strcmp(n->valuestring, "fp32") != 0 && strcmp(n->valuestring, "tf32") != 0))
+        return cr_fail(err, 400, "invalid_field", "precision",
+                       "precision must be \"fp32\" or \"tf32\"");
+    if (strcmp(n->valuestring, "tf32") == 0) {
+        if (dt != CR_DT_F32)
+            return cr_fail(err, 400, "unsupported", "precision",
+                           "precision \"tf32\" needs dtype float32, not %s", cr_dtype_name(dt));
+        *out = CR_PREC_TF32;
+    }
+    return 0;
+}
+
+/* ---- ops ---------------------------------------------------------------------------------- */
+
+static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
+                       cr_request *r, cr_error *err)
+{
+    static const char *const fields[] = {"op", "a", "b", "c", "dtype", "precision", "kernel",
+                                         "alpha", "beta", "trans_a", "trans_b", "timeout_ms",
+                                         NULL};
+    cr_gemm_task *g = &r->task.u.gemm;
+    cr_jmatrix ma, mb, mc;
+    const cJSON *a, *b, *c;
+    if (check_fields(root, fields, err) || get_common(root, r, err) ||
+        get_dtype(root, matrix_dtypes, 2, CR_DT_F32, &r->task.dtype, err) ||
+        get_precision(root, r->task.dtype, &r->task.precision, err) ||
+        get_number(root, "alpha", 1.0, &g->alpha, err) ||
+        get_number(root, "beta", 0.0, &g->beta, err) ||
+        get_bool(root, "trans_a", &g->trans_a, err) || get_bool(root, "trans_b", &g->trans_b, err))
+        return -1;
+    if (!(a = required(root, "a", err)) || !(b = required(root, "b", err)))
+        return -1;
+    c = cJSON_GetObjectItemCaseSensitive(root, "c");
+    if (cr_jmatrix_measure_in(fast, a, "a", lim, &ma, err) ||
+        cr_jmatrix_measure_in(fast, b, "b", lim, &mb, err) ||
+        (c && cr_jmatrix_measure_in(fast, c, "c", lim, &mc, err)))
+        return -1;
+
+    g->m = g->trans_a ? ma.cols : ma.rows;
+    g->k = g->trans_a ? ma.rows : ma.cols;
+    int64_t kb = g->trans_b ? mb.cols : mb.rows;
+    g->n = g->trans_b ? mb.rows : mb.cols;
+    if (kb != g->k)
+        return cr_fail(err, 422, "shape_mismatch", "b",
+                       "op(a) is %lld x %lld but op(b) is %lld x %lld: inner dimensions differ",
+                       (long long)g->m, (long long)g->k, (long long)kb, (long long)g->n);
+    if (c && (mc.rows != g->m || mc.cols != g->n))
+        return cr_fail(err, 422, "shape_mismatch", "c", "c is %lld x %lld but the result is %lld x %lld",
+                       (long long)mc.rows, (long long)mc.cols, (long long)g->m, (long long)g->n);
+
+    size_t es = cr_dtype_size(r->task.dtype);
+    uint64_t total = 0;
+    if (add_bytes(&total, (uint64_t)(ma.rows * ma.cols), es, lim, "a", err) ||
+        add_bytes(&total, (uint64_t)(mb.rows * mb.cols), es, lim, "b", err) ||
+        (c && add_bytes(&total, (uint64_t)(mc.rows * mc.cols), es, lim, "c", err)))
+        return -1;
+    uint64_t out_elems;
+    if (__builtin_mul_overflow((uint64_t)g->m, (uint64_t)g->n, &out_elems) ||
+        out_elems > lim->max_elements)
+        return cr_fail(err, 413, "too_large", "b", "the result would be %lld x %lld, over the "
+                       "limit of %llu elements", (long long)g->m, (long long)g->n,
+                       (unsigned long long)lim->max_elements);
+    if (add_bytes(&total, out_elems, es, lim, "b", err))
+        return -1;
+
+    if (!(g->a = decode_matrix(r, CR_BUF_A, &ma, r->task.dtype, err)) ||
+        !(g->b = decode_matrix(r, CR_BUF_B, &mb, r->task.dtype, err)) ||
+        (c && !(g->c_in = decode_matrix(r, CR_BUF_C, &mc, r->task.dtype, err))))
+        return -1;
+    return 0;
+}
+
+static int decode_ata(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
+                      cr_request *r, cr_error *err)
+{
+    static const char *const fields[] = {"op", "a", "dtype", "kernel", "timeout_ms", NULL};
+    cr_ata_task *t = &r->task.u.ata;
+    cr_jmatrix ma;
+    const cJSON *a;
+    if (check_fields(root, fields, err) || get_common(root, r, err) ||
+        get_dtype(root, matrix_dtypes, 2, CR_DT_F32, &r->task.dtype, err))
+        return -1;
+    if (!(a = required(root, "a", err)) || cr_jmatrix_measure_in(fast, a, "a", lim, &ma, err))
+        return -1;
+    t->m = ma.rows;
+    t->n = ma.cols;
+    size_t es = cr_dtype_size(r->task.dtype);
+    uint64_t total = 0, out_elems;
+    if (__builtin_mul_overflow((uint64_t)t->n, (uint64_t)t->n, &out_elems) ||
+        out_elems > lim->max_elements)
+        return cr_fail(err, 413, "too_large", "a", "the result would be %lld x %lld, over the "
+                       "limit of %llu elements", (long long)t->n, (long long)t->n,
+                       (unsigned long long)lim->max_elements);
+    if (add_bytes(&total, (uint64_t)(ma.rows * ma.cols), es, lim, "a", err) ||
+        add_bytes(&total, out_elems, es, lim, "a", err))
+        return -1;
+    if (!(t->a = decode_matrix(r, CR_BUF_A, &ma, r->task.dtype, err)))
+        return -1;
+    return 0;
+}
+
+/* "range": [lo, hi], finite, lo <= hi (equal ends widened as numpy does). */
+static int get_range(const cJSON *root, cr_dtype dt, bool *present, double *lo, double *hi, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "range");
+    *present = n != NULL;
+    if (!n)
+        return 0;
+    if (!cJSON_IsArray(n) || cJSON_GetArraySize(n) != 2)
+        return cr_fail(err, 400, "invalid_field", "range", "range must be a list [lo, hi]");
+    double v[2];
+    for (int i = 0; i < 2; i++) {
+        const cJSON *e = cJSON_GetArrayItem(n, i);
+        char field[24];
+        snprintf(field, sizeof field, "range[%d]", i);
+        if (!cJSON_IsNumber(e))
+            return cr_fail(err, 400, "invalid_field", field, "%s must be a number, got %s",
+                           field, cr_json_type_name(e));
+        if (!isfinite(e->valuedouble))
+            return cr_fail(err, 400, "non_finite", field, "%s is not a finite number", field);
+        v[i] = e->valuedouble;
+    }
+    *lo = v[0];
+    *hi = v[1];
+    cr_range_status st = cr_hist_range_fix(lo, hi, dt);
+    if (st == CR_RANGE_OK)
+        return 0;
+    char why[160];
+    cr_hist_range_explain(st, v[0], v[1], why, sizeof why);
+    return cr_fail(err, 400, "invalid_field", "range", "%s", why);
+}
+
+static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
+                            cr_request *r, cr_error *err)
+{
+    static const char *const fields[] = {"op", "data", "dtype", "bins", "range", "kernel",
+                                         "timeout_ms", NULL};
+    static const cr_dtype hist_dtypes[] = {CR_DT_U8, CR_DT_F32, CR_DT_F64};
+    cr_hist_task *h = &r->task.u.hist;
+    const cJSON *data;
+    bool has_bins, has_range;
+    int64_t bins = 0;
+    if (check_fields(root, fields, err) || get_common(root, r, err) ||
+        get_dtype(root, hist_dtypes, 3, CR_DT_U8, &r->task.dtype, err) ||
+        get_int(root, "bins", 1, lim->max_bins, true, &has_bins, &bins, err) ||
+        get_range(root, r->task.dtype, &has_range, &h->lo, &h->hi, err))
+        return -1;
+    r->is_float_hist = r->task.dtype != CR_DT_U8;
+    h->bins = (int32_t)(has_bins ? bins : r->is_float_hist ? 10 : 256);
+    if (!r->is_float_hist && !has_range) { /* the byte domain: bin i holds byte value i */
+        h->lo = 0.0;
+        h->hi = 256.0;
+    }
+    if (!(data = required(root, "data", err)))
+        return -1;
+    int64_t count = cr_jlist_count_in(fast, data, "data", err);
+    if (count < 0)
+        return -1;
+    if ((uint64_t)count > lim->max_elements)
+        return cr_fail(err, 413, "too_large", "data",
+                       "data has %lld numbers, over the limit of %llu", (long long)count,
+                       (unsigned long long)lim->max_elements);
+    uint64_t total = 0;
+    size_t es = cr_dtype_size(r->task.dtype);
+    if (add_bytes(&total, (uint64_t)count, es, lim, "data", err) ||
+        add_bytes(&total, (uint64_t)h->bins, sizeof(uint64_t), lim, "bins", err))
+        return -1;
+    void *p = cr_request_alloc_buf(r, CR_BUF_A, (size_t)count * es, false, err);
+    if (!p || cr_jlist_fill_in(fast, data, "data", count, r->task.dtype, p, err) != 0)
+        return -1;
+    h->data = p;
+    h->count = count;
+    cr_range_status st = r->is_float_hist && !has_range
+                             ? cr_hist_range_of_data(p, count, r->task.dtype, &h->lo, &h->hi)
+                             : CR_RANGE_OK;
+    if (st == CR_RANGE_OK)
+        return 0;
+    char why[160];
+    cr_hist_range_explain(st, h->lo, h->hi, why, sizeof why);
+    return cr_fail(err, 400, "invalid_field", "data", "no default range: %s", why);
+}
+
+/* ---- entry points ------------------------------------------------------------------------- */
+
+static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
+                       const cr_jfast *fast, cr_request *r, cr_error *err)
+{
+    if (!cJSON_IsObject(root))
+        return cr_fail(err, 400, "invalid_json", "",
+                       "request body must be a JSON object, got %s", cr_json_type_name(root));
+    cr_op op = CR_OP_COUNT;
+    if (resolve_op(root, route_op, &op, err))
+        return -1;
+    r->task.op = op;
+    r->task.kernel = NULL; /* the engine resolves r->kernel ("auto", "all", a name) */
+    switch (op) {
+    case CR_OP_GEMM:
+        return decode_gemm(root, lim, fast, r, err);
+    case CR_OP_ATA:
+        return decode_ata(root, lim, fast, r, err);
+    case CR_OP_HISTOGRAM:
+        return decode_histogram(root, lim, fast, r, err);
+    default:
+        return cr_fail(err, 500, "internal", "op", "unexpected op %d", (int)op);
+    }
+}
+
+int cr_request_from_json(cr_op op, const char *body, size_t len, const cr_limits *lim,
+                         cr_request *out, cr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    cr_limits dflt = cr_request_limits(NULL);
+    if (!lim)
+        lim = &dflt;
+    cr_jfast fast = {0};
+    cJSON *root = parse_body(body, len, &fast, err);
+    if (!root) {
+        cr_jfast_free(&fast);
+        return -1;
+    }
+    int rc = decode_root(op, root, lim, &fast, out, err);
+    cJSON_Delete(root);
+    cr_jfast_free(&fast);
+    if (rc != 0) {
+        cr_request_free(out);
+        return -1;
+    }
+    out->body_bytes = len;
+    return 0;
+}

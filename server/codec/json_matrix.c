@@ -1,0 +1,314 @@
+/* Numeric arrays of a JSON request: shape checks first, then one conversion pass per array. */
+#include "server/codec/json_matrix.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Identifies one element for messages: "a.data[7]" (flat) or "a[2][3]" (nested, j >= 0). */
+typedef struct {
+    const char *prefix;
+    int64_t i, j;
+} elem_path;
+
+static const char *path_text(const elem_path *p, char *buf, size_t cap)
+{
+    if (p->j >= 0)
+        snprintf(buf, cap, "%s[%lld][%lld]", p->prefix, (long long)p->i, (long long)p->j);
+    else
+        snprintf(buf, cap, "%s[%lld]", p->prefix, (long long)p->i);
+    return buf;
+}
+
+const char *cr_json_type_name(const cJSON *n)
+{
+    if (!n)
+        return "nothing";
+    if (cJSON_IsNumber(n))
+        return "a number";
+    if (cJSON_IsString(n))
+        return "a string";
+    if (cJSON_IsBool(n))
+        return "a boolean";
+    if (cJSON_IsNull(n))
+        return "null";
+    if (cJSON_IsArray(n))
+        return "a list";
+    if (cJSON_IsObject(n))
+        return "an object";
+    return "an unknown value";
+}
+
+/* One number into dst[at]: finiteness and (for U8) range checked. */
+static int put_value(double v, cr_dtype dt, void *dst, int64_t at, const elem_path *p,
+                     cr_error *err)
+{
+    char where[96];
+    if (!isfinite(v))
+        return cr_fail(err, 400, "non_finite", path_text(p, where, sizeof where),
+                       "%s is not a finite number", where);
+    switch (dt) {
+    case CR_DT_F32: {
+        float f = (float)v;
+        if (!isfinite(f))
+            return cr_fail(err, 400, "non_finite", path_text(p, where, sizeof where),
+                           "%s = %g does not fit float32", where, v);
+        ((float *)dst)[at] = f;
+        return 0;
+    }
+    case CR_DT_F64:
+        ((double *)dst)[at] = v;
+        return 0;
+    case CR_DT_U8:
+        if (!(v >= 0 && v <= 255 && v == floor(v)))
+            return cr_fail(err, 400, "invalid_field", path_text(p, where, sizeof where),
+                           "%s = %g is not a uint8 (an integer 0..255)", where, v);
+        ((uint8_t *)dst)[at] = (uint8_t)v;
+        return 0;
+    default:
+        return cr_fail(err, 500, "internal", "dtype", "unexpected dtype %s for JSON numbers",
+                       cr_dtype_name(dt));
+    }
+}
+
+/* One element into dst[at]: a number, then as put_value. */
+static int put_element(const cJSON *e, cr_dtype dt, void *dst, int64_t at, const elem_path *p,
+                       cr_error *err)
+{
+    char where[96];
+    if (!cJSON_IsNumber(e))
+        return cr_fail(err, 400, "invalid_field", path_text(p, where, sizeof where),
+                       "%s must be a number, got %s", where, cr_json_type_name(e));
+    return put_value(e->valuedouble, dt, dst, at, p, err);
+}
+
+/* A span's numbers straight from the body text into dst[at..]; *index (p->i or p->j) names the
+ * element in an error. One loop per dtype: this is the hot path of big JSON requests. */
+static int put_span(const cr_jfast *f, const cr_jspan *s, cr_dtype dt, void *dst, int64_t at,
+                    elem_path *p, int64_t *index, cr_error *err)
+{
+    const char *q = f->body + s->open + 1;
+    int64_t n = s->count;
+    if (dt == CR_DT_F32) {
+        float *d = (float *)dst + at;
+        for (int64_t k = 0; k < n; k++) {
+            double v = cr_jfast_next(&q);
+            float x = (float)v;
+            if (!isfinite(x)) /* also catches a non-finite v */
+                return *index = k, put_value(v, dt, dst, at + k, p, err);
+            d[k] = x;
+        }
+        return 0;
+    }
+    if (dt == CR_DT_F64) {
+        double *d = (double *)dst + at;
+        for (int64_t k = 0; k < n; k++) {
+            double v = cr_jfast_next(&q);
+            if (!isfinite(v))
+                return *index = k, put_value(v, dt, dst, at + k, p, err);
+            d[k] = v;
+        }
+        return 0;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        *index = k;
+        if (put_value(cr_jfast_next(&q), dt, dst, at + k, p, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int64_t cr_jlist_count(const cJSON *node, const char *path, cr_error *err)
+{
+    return cr_jlist_count_in(NULL, node, path, err);
+}
+
+int cr_jlist_fill(const cJSON *list, const char *path, int64_t count, cr_dtype dt, void *dst,
+                  cr_error *err)
+{
+    return cr_jlist_fill_in(NULL, list, path, count, dt, dst, err);
+}
+
+int64_t cr_jlist_count_in(const cr_jfast *fast, const cJSON *node, const char *path, cr_error *err)
+{
+    const cr_jspan *s = cr_jfast_find(fast, node);
+    if (s)
+        return s->count;
+    if (!cJSON_IsArray(node))
+        return cr_fail(err, 400, "invalid_field", path, "%s must be a list of numbers, got %s",
+                       path, cr_json_type_name(node));
+    int64_t n = 0;
+    for (const cJSON *e = node->child; e; e = e->next)
+        n++;
+    return n;
+}
+
+int cr_jlist_fill_in(const cr_jfast *fast, const cJSON *list, const char *path, int64_t count,
+                     cr_dtype dt, void *dst, cr_error *err)
+{
+    elem_path p = {path, 0, -1};
+    const cr_jspan *s = cr_jfast_find(fast, list);
+    if (s) {
+        if (s->count != count) /* measured from the same span: a bug */
+            return cr_fail(err, 500, "internal", path, "%s changed length while decoding", path);
+        return put_span(fast, s, dt, dst, 0, &p, &p.i, err);
+    }
+    const cJSON *e = list->child;
+    for (; e && p.i < count; e = e->next, p.i++)
+        if (put_element(e, dt, dst, p.i, &p, err) != 0)
+            return -1;
+    if (e || p.i != count) /* the list changed length since it was measured: a bug */
+        return cr_fail(err, 500, "internal", path, "%s changed length while decoding", path);
+    return 0;
+}
+
+/* rows / cols of the dict form: integers >= 1; absurdly large ones are a size problem. */
+static int read_dim(const cJSON *obj, const char *name, const char *key, int64_t *out,
+                    cr_error *err)
+{
+    char field[64];
+    snprintf(field, sizeof field, "%s.%s", name, key);
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!n)
+        return cr_fail(err, 400, "missing_field", field, "%s is required", field);
+    if (!cJSON_IsNumber(n))
+        return cr_fail(err, 400, "invalid_field", field, "%s must be an integer, got %s", field,
+                       cr_json_type_name(n));
+    double v = n->valuedouble;
+    if (!isfinite(v))
+        return cr_fail(err, 400, "non_finite", field, "%s is not a finite number", field);
+    if (v != floor(v) || v < 1)
+        return cr_fail(err, 400, "invalid_field", field, "%s must be an integer >= 1, got %g",
+                       field, v);
+    if (v > 9007199254740992.0) /* 2^53: past any limit, and past exact integers */
+        return cr_fail(err, 413, "too_large", name, "%s = %g is over any size limit", field, v);
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int check_elements(const cr_jmatrix *m, const cr_limits *lim, cr_error *err)
+{
+    uint64_t n;
+    if (__builtin_mul_overflow((uint64_t)m->rows, (uint64_t)m->cols, &n) || n > lim->max_elements)
+        return cr_fail(err, 413, "too_large", m->name,
+                       "%s is %lld x %lld, over the limit of %llu elements per array", m->name,
+                       (long long)m->rows, (long long)m->cols,
+                       (unsigned long long)lim->max_elements);
+    return 0;
+}
+
+static int measure_dict(const cJSON *obj, const char *name, const cr_limits *lim, cr_jmatrix *m,
+                        cr_error *err)
+{
+    char field[64];
+    for (const cJSON *f = obj->child; f; f = f->next) {
+        if (strcmp(f->string, "rows") && strcmp(f->string, "cols") && strcmp(f->string, "data")) {
+            snprintf(field, sizeof field, "%s.%s", name, f->string);
+            return cr_fail(err, 400, "invalid_field", field,
+                           "unknown field \"%s\" in matrix %s (expected rows, cols, data)",
+                           f->string, name);
+        }
+    }
+    if (read_dim(obj, name, "rows", &m->rows, err) || read_dim(obj, name, "cols", &m->cols, err))
+        return -1;
+    if (check_elements(m, lim, err))
+        return -1;
+    snprintf(field, sizeof field, "%s.data", name);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(obj, "data");
+    if (!data)
+        return cr_fail(err, 400, "missing_field", field, "%s is required", field);
+    int64_t count = cr_jlist_count_in(m->fast, data, field, err);
+    if (count < 0)
+        return -1;
+    if (count != m->rows * m->cols)
+        return cr_fail(err, 400, "invalid_field", field,
+                       "%s has %lld numbers, but rows x cols = %lld x %lld = %lld", field,
+                       (long long)count, (long long)m->rows, (long long)m->cols,
+                       (long long)(m->rows * m->cols));
+    m->data = data;
+    m->nested = 0;
+    return 0;
+}
+
+static int measure_nested(const cJSON *list, const char *name, const cr_limits *lim,
+                          cr_jmatrix *m, cr_error *err)
+{
+    char field[64];
+    const cJSON *first = list->child;
+    if (!first)
+        return cr_fail(err, 400, "invalid_field", name, "%s is an empty list; a matrix needs rows",
+                       name);
+    if (!cJSON_IsArray(first))
+        return cr_fail(err, 400, "invalid_field", name,
+                       "%s must be a 2-D list of rows (or {\"rows\",\"cols\",\"data\"}); "
+                       "a 1-D list is not a matrix", name);
+    int64_t rows = 0, cols = -1;
+    for (const cJSON *row = first; row; row = row->next, rows++) {
+        snprintf(field, sizeof field, "%s[%lld]", name, (long long)rows);
+        int64_t n = cr_jlist_count_in(m->fast, row, field, err);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return cr_fail(err, 400, "invalid_field", field, "%s is an empty row", field);
+        if (cols >= 0 && n != cols)
+            return cr_fail(err, 400, "invalid_field", field,
+                           "%s has %lld numbers but %s[0] has %lld: rows must be equally long",
+                           field, (long long)n, name, (long long)cols);
+        cols = n;
+    }
+    m->rows = rows;
+    m->cols = cols;
+    m->data = list;
+    m->nested = 1;
+    return check_elements(m, lim, err);
+}
+
+int cr_jmatrix_measure(const cJSON *node, const char *name, const cr_limits *lim,
+                       cr_jmatrix *out, cr_error *err)
+{
+    return cr_jmatrix_measure_in(NULL, node, name, lim, out, err);
+}
+
+int cr_jmatrix_measure_in(const cr_jfast *fast, const cJSON *node, const char *name,
+                          const cr_limits *lim, cr_jmatrix *out, cr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->name = name;
+    out->fast = fast;
+    if (cJSON_IsObject(node))
+        return measure_dict(node, name, lim, out, err);
+    if (cJSON_IsArray(node))
+        return measure_nested(node, name, lim, out, err);
+    return cr_fail(err, 400, "invalid_field", name,
+                   "%s must be a matrix: {\"rows\",\"cols\",\"data\"} or a list of rows, got %s",
+                   name, cr_json_type_name(node));
+}
+
+int cr_jmatrix_fill(const cr_jmatrix *m, cr_dtype dt, void *dst, cr_error *err)
+{
+    char field[64];
+    if (!m->nested) {
+        snprintf(field, sizeof field, "%s.data", m->name);
+        return cr_jlist_fill_in(m->fast, m->data, field, m->rows * m->cols, dt, dst, err);
+    }
+    elem_path p = {m->name, 0, 0};
+    int64_t at = 0;
+    for (const cJSON *row = m->data->child; row; row = row->next, p.i++) {
+        p.j = 0;
+        const cr_jspan *s = cr_jfast_find(m->fast, row);
+        if (s) {
+            if (at + s->count > m->rows * m->cols)
+                break; /* the shape check below reports it */
+            if (put_span(m->fast, s, dt, dst, at, &p, &p.j, err) != 0)
+                return -1;
+            at += s->count;
+            continue;
+        }
+        for (const cJSON *e = row->child; e; e = e->next, p.j++, at++)
+            if (put_element(e, dt, dst, at, &p, err) != 0)
+                return -1;
+    }
+    if (at != m->rows * m->cols)
+        return cr_fail(err, 500, "internal", m->name, "%s changed shape while decoding", m->name);
+    return 0;
+}

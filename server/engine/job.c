@@ -1,0 +1,64 @@
+/* Job lifetime: created by the HTTP side, shared with the queue, the worker and the job table
+ * through a reference count, freed by whoever lets go last. */
+#include "server/engine/job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <uuid/uuid.h>
+
+#include "kernels/registry.h"
+
+void cr_server_timing(const cr_phase_ms *ms, char *out, size_t n)
+{
+    snprintf(out, n,
+             "receive;dur=%.3f, queue;dur=%.3f, h2d;dur=%.3f, kernel;dur=%.3f, d2h;dur=%.3f, "
+             "total;dur=%.3f",
+             ms->receive, ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total);
+}
+
+cr_job *cr_job_new(cr_request *req, bool async)
+{
+    cr_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    uuid_t u;
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, j->id);
+    j->req = *req;
+    *req = (cr_request){0};
+    j->async = async;
+    atomic_init(&j->state, CR_JOB_QUEUED);
+    atomic_init(&j->refs, 1);
+    atomic_init(&j->fetched, false);
+    return j;
+}
+
+void cr_job_ref(cr_job *j) { atomic_fetch_add(&j->refs, 1); }
+
+void cr_job_release(cr_job *j)
+{
+    if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
+        return;
+    cr_request_free(&j->req);
+    free(j->compare);
+    free(j);
+}
+
+bool cr_job_finished(const cr_job *j)
+{
+    int s = atomic_load(&j->state);
+    return s == CR_JOB_DONE || s == CR_JOB_FAILED || s == CR_JOB_CANCELLED;
+}
+
+const char *cr_job_kernel_name(const cr_job *j)
+{
+    return j->ran && j->req.task.kernel ? j->req.task.kernel->name : NULL;
+}
+
+size_t cr_job_bytes(const cr_job *j)
+{
+    size_t n = sizeof *j;
+    for (int i = 0; i < CR_REQUEST_BUFS; i++)
+        n += j->req.buf_bytes[i];
+    return n;
+}

@@ -1,0 +1,69 @@
+/* One job from decode to encode: the request, its state, its results and where the time went. */
+#ifndef CRUNCHD_JOB_H
+#define CRUNCHD_JOB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server/request.h"
+
+typedef enum { CR_JOB_QUEUED, CR_JOB_RUNNING, CR_JOB_DONE, CR_JOB_FAILED, CR_JOB_CANCELLED } cr_job_state;
+
+const char *cr_job_state_name(cr_job_state s);
+
+typedef struct {
+    double queue, h2d, kernel, d2h, total; /* milliseconds; total: queued to finished */
+    /* From the request's headers to its job queued: the body's transfer and decoding. For a
+     * big upload this is most of what the client waits, and is no part of total. */
+    double receive;
+} cr_phase_ms;
+
+/* "receive;dur=…, queue;dur=…, …, total;dur=…" for a Server-Timing header. */
+void cr_server_timing(const cr_phase_ms *ms, char *out, size_t n);
+
+/* One row of "kernel": "all" compare mode. */
+typedef struct {
+    const cr_kernel *kernel;
+    cr_status status;
+    double ms;
+    double rate;          /* GFLOP/s for gemm/ata, GB/s for histograms */
+    double max_rel_error;
+} cr_compare_row;
+
+typedef struct cr_job cr_job;
+struct cr_job {
+    char id[37];                  /* UUIDv4, text form */
+    cr_request req;
+    bool async;
+    _Atomic int state;            /* cr_job_state */
+    volatile int cancel;          /* set by DELETE, client disconnect or deadline */
+    bool ran;                     /* a worker ran its kernel (req.task.kernel) */
+    char device[128];
+    cr_phase_ms ms;
+    double enqueued_at, started_at, finished_at, deadline; /* monotonic seconds; deadline 0: none */
+    cr_error error;               /* when FAILED or CANCELLED */
+    cr_compare_row *compare;      /* "all" mode rows, n_compare of them */
+    int n_compare;
+    _Atomic int refs;             /* the job table and in-flight users each hold one */
+    void *conn;                   /* suspended MHD connection of a sync job, NULL otherwise */
+    void (*on_done)(cr_job *j);   /* called by the worker once the job is finished, any state */
+    int64_t debug_delay_ms;       /* --test-hooks only: the worker waits this long first */
+    cr_job *next;                 /* queue link */
+    cr_job *table_next;           /* job table bucket link */
+    size_t table_bytes;           /* what the job table accounted for it */
+    _Atomic bool fetched;         /* an async result was delivered at least once */
+};
+
+/* A new job with a fresh UUIDv4 and one reference, owning `req` (moved in); NULL on ENOMEM. */
+cr_job *cr_job_new(cr_request *req, bool async);
+void cr_job_ref(cr_job *j);
+/* Drops a reference; the last one frees the job and its buffers. */
+void cr_job_release(cr_job *j);
+bool cr_job_finished(const cr_job *j);
+/* The name of the kernel that ran the job, NULL before a worker took it. */
+const char *cr_job_kernel_name(const cr_job *j);
+/* Bytes of memory the job holds (inputs, outputs), for the result cap. */
+size_t cr_job_bytes(const cr_job *j);
+
+#endif

@@ -1,0 +1,152 @@
+/* A finished job's answer; see answer.h. */
+#include "server/http/answer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kernels/registry.h"
+#include "server/codec/json_encode.h"
+#include "server/codec/npy.h"
+#include "server/codec/numfmt.h"
+#include "server/http/respond.h"
+
+#define EDGES_HEADER_MAX 4096
+
+/* The body: the header text, then the job's output buffer. libmicrohttpd sends both straight
+ * from here (sendmsg over an iovec): no copy through its connection buffer, whose few KiB per
+ * send made a 64 MiB answer thousands of small writes. */
+typedef struct {
+    cr_job *job;             /* a reference, released by free_body */
+    char header[CR_NPY_WRITE_MAX];
+    size_t header_len;
+    const char *data;
+    uint64_t data_len;
+} npy_body;
+
+static bool wants_npy(cr_conn *c)
+{
+    const char *accept = cr_header(c, MHD_HTTP_HEADER_ACCEPT);
+    return accept && strcasestr(accept, "application/x-npy") != NULL;
+}
+
+static void free_body(void *cls)
+{
+    npy_body *b = cls;
+    cr_job_release(b->job);
+    free(b);
+}
+
+/* The result's shape: (m, n), (n, n) or (bins,). */
+static int result_shape(const cr_task *t, int64_t shape[2], cr_dtype *dt)
+{
+    *dt = t->dtype;
+    switch (t->op) {
+    case CR_OP_GEMM:
+        shape[0] = t->u.gemm.m;
+        shape[1] = t->u.gemm.n;
+        return 2;
+    case CR_OP_ATA:
+        shape[0] = shape[1] = t->u.ata.n;
+        return 2;
+    default:
+        shape[0] = t->u.hist.bins;
+        *dt = CR_DT_U64;
+        return 1;
+    }
+}
+
+static void add_number(struct MHD_Response *r, const char *name, double v)
+{
+    char text[CR_NUMFMT_MAX];
+    cr_fmt_f64(text, v);
+    MHD_add_response_header(r, name, text);
+}
+
+/* numpy.linspace(lo, hi, bins + 1) in the data's precision, as the JSON answer's edges. */
+static void add_edges(struct MHD_Response *r, const cr_request *q)
+{
+    const cr_hist_task *h = &q->task.u.hist;
+    char *text = malloc(EDGES_HEADER_MAX + CR_NUMFMT_MAX + 2);
+    size_t n = 0;
+    double step = (h->hi - h->lo) / h->bins;
+    if (!text)
+        return;
+    for (int32_t i = 0; i <= h->bins && n <= EDGES_HEADER_MAX; i++) {
+        double e = i == h->bins ? h->hi : h->lo + i * step;
+        if (i)
+            text[n++] = ',';
+        n += q->task.dtype == CR_DT_F32 ? cr_fmt_f32(text + n, (float)e) : cr_fmt_f64(text + n, e);
+    }
+    if (n <= EDGES_HEADER_MAX) /* else too long for a header: the JSON answer has them */
+        MHD_add_response_header(r, "X-Crunchd-Edges", text);
+    free(text);
+}
+
+static void add_headers(cr_conn *c, struct MHD_Response *r, const cr_job *j)
+{
+    const cr_task *t = &j->req.task;
+    const cr_phase_ms *ms = &j->ms;
+    char timing[256];
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-npy");
+    MHD_add_response_header(r, "X-Crunchd-Job-Id", j->id);
+    MHD_add_response_header(r, "X-Crunchd-Op", cr_op_name(t->op));
+    MHD_add_response_header(r, "X-Crunchd-Kernel", cr_job_kernel_name(j) ? cr_job_kernel_name(j) : j->req.kernel.name);
+    if (c->h->deps.engine)
+        MHD_add_response_header(r, "X-Crunchd-Backend", cr_engine_backend(c->h->deps.engine)->name);
+    MHD_add_response_header(r, "X-Crunchd-Device", j->device);
+    MHD_add_response_header(r, "X-Crunchd-Dtype", cr_dtype_name(t->dtype));
+    double work = t->op == CR_OP_HISTOGRAM ? cr_task_bytes(t) : cr_task_flops(t);
+    double rate = ms->kernel > 0 ? work / (ms->kernel * 1e-3) / 1e9 : 0.0;
+    add_number(r, t->op == CR_OP_HISTOGRAM ? "X-Crunchd-Gbps" : "X-Crunchd-Gflops", rate);
+    cr_server_timing(ms, timing, sizeof timing);
+    MHD_add_response_header(r, "Server-Timing", timing);
+    if (t->op == CR_OP_HISTOGRAM && j->req.is_float_hist) {
+        char range[2 * CR_NUMFMT_MAX + 2];
+        size_t n = cr_fmt_f64(range, t->u.hist.lo);
+        range[n++] = ',';
+        cr_fmt_f64(range + n, t->u.hist.hi);
+        MHD_add_response_header(r, "X-Crunchd-Range", range);
+        add_edges(r, &j->req);
+    }
+}
+
+static enum MHD_Result send_npy(cr_conn *c, cr_job *j)
+{
+    int64_t shape[2];
+    cr_dtype dt;
+    int ndim = result_shape(&j->req.task, shape, &dt);
+    npy_body *b = calloc(1, sizeof *b);
+    if (!b)
+        return MHD_NO;
+    b->header_len = cr_npy_write_header(b->header, sizeof b->header, dt, ndim, shape);
+    b->data = cr_task_output(&j->req.task);
+    b->data_len = cr_task_output_bytes(&j->req.task);
+    if (!b->header_len || (!b->data && b->data_len)) {
+        free(b);
+        return cr_refuse(c, 500, "internal", "", "cannot encode this result as .npy");
+    }
+    cr_job_ref(j);
+    b->job = j;
+    const struct MHD_IoVec iov[2] = {{b->header, b->header_len}, {b->data, (size_t)b->data_len}};
+    struct MHD_Response *r = MHD_create_response_from_iovec(iov, b->data_len ? 2 : 1, free_body, b);
+    if (!r) {
+        free_body(b);
+        return MHD_NO;
+    }
+    add_headers(c, r, j);
+    return cr_queue(c, 200, r);
+}
+
+enum MHD_Result cr_send_job(cr_conn *c, cr_job *j)
+{
+    size_t len = 0;
+    if (atomic_load(&j->state) != CR_JOB_DONE)
+        return cr_send_error(c, &j->error);
+    if (wants_npy(c)) /* errors stay JSON */
+        return send_npy(c, j);
+    char *body = cr_json_job_result(j, c->h->deps.engine ? cr_engine_backend(c->h->deps.engine)->name : "",
+                                    &len);
+    return cr_send(c, 200, "application/json", body, len);
+}

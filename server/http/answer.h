@@ -1,0 +1,17 @@
+/* A finished job's answer: its error, or its result as JSON or, when the client sent Accept:
+ * application/x-npy, as a .npy body (C order; gemm/ata the matrix in the job's dtype, histogram
+ * the counts as <u8) with the JSON answer's other fields as headers (X-Crunchd-Job-Id, -Op,
+ * -Kernel, -Backend, -Device, -Dtype, -Gflops or -Gbps; float histograms -Range "lo,hi" and,
+ * when it fits in 4 KiB, -Edges). A .npy body is read straight from the job's output buffer. */
+#ifndef CRUNCHD_HTTP_ANSWER_H
+#define CRUNCHD_HTTP_ANSWER_H
+
+#include <stdbool.h>
+
+#include "server/http/conn.h"
+
+/* The job's answer: its error when it did not finish done, else its result (200) in the format
+ * the client accepts, with Server-Timing and job headers. */
+enum MHD_Result cr_send_job(cr_conn *c, cr_job *j);
+
+#endif

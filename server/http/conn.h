@@ -1,0 +1,74 @@
+/* One HTTP request in flight (cr_conn) and the listener's shared state (cr_http): the data every
+ * file of server/http/ and server/kserve/ works on. Types only; the functions that act on them
+ * live in respond.h (answers), submit.h (jobs), upload.h (binary bodies) and listener.h. */
+#ifndef CRUNCHD_HTTP_CONN_H
+#define CRUNCHD_HTTP_CONN_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/config.h"
+#include "server/engine/engine.h"
+#include "server/engine/job.h"
+#include "server/engine/job_table.h"
+#include "server/error.h"
+#include "server/http/auth.h"
+#include "server/http/tls.h"
+#include "server/obs/metrics.h"
+
+/* What the listener needs from the rest of the daemon. */
+typedef struct {
+    const cr_config *cfg;
+    cr_engine *engine;
+    cr_job_table *jobs;
+} cr_http_deps;
+
+typedef struct cr_http {
+    struct MHD_Daemon *daemon;
+    cr_http_deps deps;
+    _Atomic int active;
+    pthread_mutex_t waiting_mu;   /* guards the list of suspended sync requests (submit.c) */
+    struct cr_conn *waiting_head;
+    cr_auth auth;                 /* --auth-token-file; disabled when none */
+    cr_tls tls;                   /* --tls-cert/--tls-key, alive as long as the daemon */
+} cr_http;
+
+typedef struct cr_conn cr_conn;
+typedef enum MHD_Result (*cr_handler)(cr_conn *c);
+/* Answers a finished sync job (its result or its error) in a route's own format. */
+typedef enum MHD_Result (*cr_conn_encoder)(cr_conn *c, cr_job *j);
+
+struct cr_conn {
+    cr_http *h;
+    struct MHD_Connection *conn;
+    char method[16];
+    char path[256];
+    const char *id;          /* the first {hole} of the route's path ({id}, {model}), inside path */
+    cr_handler handler;
+    cr_route_label label;
+    char *body;
+    size_t len, cap, limit;
+    struct cr_upload *upload; /* a binary body being streamed into its arrays (upload.c) */
+    const char *limit_msg;   /* the 413 message when the body passes limit; NULL: JSON's */
+    bool kserve;             /* a KServe v2 route: its error bodies are {"error": "message"} */
+    cr_conn_encoder encode;  /* answers the sync job once resumed; NULL: cr_send_job */
+    void *ctx;               /* a handler's state across suspend/resume, freed by ctx_free */
+    void (*ctx_free)(void *ctx);
+    const char *extra_header;/* one more response header for cr_send (name, extra_value) */
+    char extra_value[32];
+    cr_job *job;             /* sync job we wait for, or the job a response is about */
+    bool waiting;            /* suspended until job finishes */
+    cr_conn *wait_prev, *wait_next; /* in h->waiting_head while waiting */
+    int fd;                  /* the socket, to notice a client that hangs up while we wait */
+    bool has_pending;        /* an error to answer once resumed */
+    cr_error pending;
+    int status;
+    char error_code[32];
+    double t0;
+};
+
+#endif

@@ -1,0 +1,285 @@
+/* The HTTP front; see listener.h. Every request passes three stages in the access handler:
+ * routing (first call: method, path, content type, declared length), body upload (bounded),
+ * dispatch to its handler. */
+#include "server/http/listener.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "kernels/registry.h"
+#include "server/clock.h"
+#include "server/codec/json_encode.h"
+#include "server/http/respond.h"
+#include "server/http/routes.h"
+#include "server/http/submit.h"
+#include "server/http/upload.h"
+#include "server/kserve/kserve.h"
+#include "server/obs/log.h"
+
+static enum MHD_Result refuse_405(cr_conn *c, const char *allow)
+{
+    cr_error e;
+    size_t len = 0;
+    cr_fail(&e, 405, "method_not_allowed", "", "%s is not allowed on %s; allowed: %s", c->method,
+            c->path, allow);
+    snprintf(c->error_code, sizeof c->error_code, "%s", e.code);
+    char *body = cr_json_error(&e, &len);
+    struct MHD_Response *r = cr_json_response(body, len);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    return cr_queue(c, 405, r);
+}
+
+static bool is_json_type(const char *ct)
+{
+    if (!ct)
+        return true; /* curl -d without -H: be lenient, the body is still checked */
+    size_t n = strlen("application/json");
+    return strncasecmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* 401 with the challenge RFC 6750 asks for; the same answer for a missing or a wrong token. */
+static enum MHD_Result refuse_401(cr_conn *c)
+{
+    c->extra_header = MHD_HTTP_HEADER_WWW_AUTHENTICATE;
+    snprintf(c->extra_value, sizeof c->extra_value, "Bearer");
+    return cr_refuse(c, 401, "unauthorized", "Authorization",
+                     "this daemon needs 'Authorization: Bearer <token>' (see --auth-token-file)");
+}
+
+/* First call of a request: route it and check what can be refused before any body arrives. */
+static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char *url,
+                             const char *method, void **con_cls)
+{
+    cr_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return MHD_NO;
+    *con_cls = c;
+    atomic_fetch_add(&h->active, 1);
+    c->h = h;
+    c->conn = conn;
+    c->t0 = cr_now();
+    c->label = CR_ROUTE_OTHER;
+    snprintf(c->method, sizeof c->method, "%s", method);
+    snprintf(c->path, sizeof c->path, "%s", url);
+    /* Before routing: without the token, unknown paths and known ones look the same. */
+    if (!cr_auth_exempt(&h->auth, c->path) && !cr_auth_check(&h->auth, cr_header(c, MHD_HTTP_HEADER_AUTHORIZATION)))
+        return refuse_401(c);
+    char allow[128];
+    const cr_route *r = cr_route_find(method, c->path, &c->id, allow, sizeof allow);
+    if (!r)
+        return allow[0] ? refuse_405(c, allow)
+                        : cr_refuse(c, 404, "not_found", "", "no such route (see /v1/info and api/openapi.yaml)");
+    c->handler = r->handler;
+    c->label = r->label;
+    c->kserve = r->kserve;
+    if (strcmp(r->method, "POST") != 0)
+        return MHD_YES;
+    if (c->kserve)
+        return cr_kserve_begin(c);
+    if (!is_json_type(cr_header(c, MHD_HTTP_HEADER_CONTENT_TYPE)))
+        return cr_upload_begin(c); /* .npy, multipart or raw bytes; 415 for anything else */
+    c->limit = (size_t)h->deps.cfg->max_json_mb << 20;
+    const char *cl = cr_header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > c->limit)
+        return cr_refuse(c, 413, "too_large", "body", "the JSON body is larger than --max-json-mb");
+    return MHD_YES;
+}
+
+static int append_body(cr_conn *c, const char *data, size_t n)
+{
+    if (c->len + n > c->limit)
+        return -1;
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap : 4096;
+        while (cap < c->len + n)
+            cap *= 2;
+        if (cap > c->limit)
+            cap = c->limit;
+        char *p = realloc(c->body, cap);
+        if (!p)
+            return -2;
+        c->body = p;
+        c->cap = cap;
+    }
+    memcpy(c->body + c->len, data, n);
+    c->len += n;
+    return 0;
+}
+
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+    (void)version;
+    cr_conn *c = *con_cls;
+    if (!c)
+        return begin(cls, conn, url, method, con_cls);
+    if (c->status) /* answered early (413/415/404/405): swallow what the client still sends */
+        return (*upload_data_size = 0), MHD_YES;
+    if (*upload_data_size && c->upload)
+        return cr_upload_feed(c, upload_data, upload_data_size);
+    if (*upload_data_size) {
+        int rc = append_body(c, upload_data, *upload_data_size);
+        cr_metrics_bytes_in(*upload_data_size);
+        *upload_data_size = 0;
+        if (rc == -1)
+            return cr_refuse(c, 413, "too_large", "body", "%s",
+                             c->limit_msg ? c->limit_msg : "the JSON body is larger than --max-json-mb");
+        if (rc == -2)
+            return cr_refuse(c, 503, "host_memory", "", "out of memory reading the body");
+        return MHD_YES;
+    }
+    if (c->waiting)
+        return cr_sync_resumed(c);
+    return c->handler(c);
+}
+
+static void shape_of(const cr_job *j, char *out, size_t n)
+{
+    const cr_task *t = &j->req.task;
+    if (t->op == CR_OP_GEMM)
+        snprintf(out, n, "%lldx%lldx%lld", (long long)t->u.gemm.m, (long long)t->u.gemm.n,
+                 (long long)t->u.gemm.k);
+    else if (t->op == CR_OP_ATA)
+        snprintf(out, n, "%lldx%lld", (long long)t->u.ata.m, (long long)t->u.ata.n);
+    else
+        snprintf(out, n, "%lld/%d", (long long)t->u.hist.count, t->u.hist.bins);
+}
+
+static void log_request(const cr_conn *c)
+{
+    char shape[64] = "";
+    cr_log_request r = {.method = c->method, .path = c->path, .status = c->status,
+                        .ms = (cr_now() - c->t0) * 1e3, .bytes_in = c->len,
+                        .error_code = c->error_code[0] ? c->error_code : NULL};
+    if (c->job) {
+        shape_of(c->job, shape, sizeof shape);
+        r.id = c->job->id;
+        r.op = cr_op_name(c->job->req.task.op);
+        r.kernel = cr_job_kernel_name(c->job);
+        r.shape = shape;
+        r.queue_ms = c->job->ms.queue;
+        r.h2d_ms = c->job->ms.h2d;
+        r.kernel_ms = c->job->ms.kernel;
+        r.d2h_ms = c->job->ms.d2h;
+    }
+    cr_log_req(&r);
+}
+
+static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                              enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    cr_conn *c = *con_cls;
+    if (!c)
+        return;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->status)
+        c->status = 499; /* the client went away before an answer: nginx's convention */
+    cr_metrics_request(c->label, c->status);
+    log_request(c);
+    cr_sync_forget(c);
+    cr_upload_free(c);
+    if (c->ctx_free)
+        c->ctx_free(c->ctx);
+    atomic_fetch_sub(&c->h->active, 1);
+    free(c->body);
+    free(c);
+    *con_cls = NULL;
+}
+
+static int make_addr(const char *bind, uint16_t port, struct sockaddr_storage *ss, char *err, size_t errlen)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, bind, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, bind, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        return AF_INET6;
+    }
+    snprintf(err, errlen, "--bind: '%s' is not an IPv4 or IPv6 address", bind);
+    return -1;
+}
+
+cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    int fam = make_addr(deps->cfg->bind, (uint16_t)deps->cfg->port, &ss, err, errlen);
+    if (fam < 0)
+        return NULL;
+    cr_http *h = calloc(1, sizeof *h);
+    if (!h)
+        return snprintf(err, errlen, "out of memory"), NULL;
+    h->deps = *deps;
+    const cr_config *cfg = deps->cfg;
+    if (cr_auth_load(&h->auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
+        cr_tls_load(&h->tls, cfg->tls_cert, cfg->tls_key, err, errlen) < 0) {
+        cr_auth_clear(&h->auth);
+        free(h);
+        return NULL;
+    }
+    pthread_mutex_init(&h->waiting_mu, NULL);
+    /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll misses a client's FIN that
+     * arrives with the last bytes of a partial body, so abandoned uploads held their socket and
+     * memory until --conn-timeout-s (found by scripts/soak.py); poll is level-triggered. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | (fam == AF_INET6 ? MHD_USE_IPv6 : 0) |
+                     (cr_tls_enabled(&h->tls) ? MHD_USE_TLS : 0);
+    h->daemon = MHD_start_daemon(
+        flags, (uint16_t)deps->cfg->port, NULL, NULL, access_handler, h,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)deps->cfg->http_threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)deps->cfg->conn_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)deps->cfg->conn_memory_kb << 10,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections_per_ip,
+        MHD_OPTION_ARRAY, h->tls.options,
+        MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+        MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(err, errlen, "cannot listen on %s:%d (in use, not allowed, or a bad TLS key pair)",
+                 deps->cfg->bind, deps->cfg->port);
+        cr_auth_clear(&h->auth);
+        cr_tls_free(&h->tls);
+        pthread_mutex_destroy(&h->waiting_mu);
+        free(h);
+        return NULL;
+    }
+    if (h->auth.enabled)
+        cr_log("info", "auth: every route but /healthz, /readyz%s needs the bearer token",
+               h->auth.protect_metrics ? "" : " and /metrics");
+    if (cr_tls_enabled(&h->tls))
+        cr_log("info", "tls: serving HTTPS with %s", cfg->tls_cert);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    *port = info ? info->port : (uint16_t)deps->cfg->port;
+    return h;
+}
+
+void cr_http_tick(cr_http *h) { cr_sync_tick(h); }
+
+int cr_http_active(const cr_http *h) { return atomic_load(&h->active); }
+
+void cr_http_stop(cr_http *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->daemon);
+    pthread_mutex_destroy(&h->waiting_mu);
+    cr_auth_clear(&h->auth);
+    cr_tls_free(&h->tls);
+    free(h);
+}

@@ -1,0 +1,20 @@
+/* The HTTP front: libmicrohttpd with its internal thread pool. This file owns the daemon, the
+ * three stages of every request (route and check, body, dispatch), its completion and the
+ * per-request log line; routes.c says which handler a path gets. */
+#ifndef CRUNCHD_HTTP_LISTENER_H
+#define CRUNCHD_HTTP_LISTENER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server/http/conn.h"
+
+/* Starts listening; the bound port is in *port (useful with --port 0). NULL with err. */
+cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen);
+void cr_http_stop(cr_http *h);
+/* Cancels the jobs of synchronous clients that hung up. Called a few times a second. */
+void cr_http_tick(cr_http *h);
+/* Requests begun and not yet completed (a drain waits for the answers in flight). */
+int cr_http_active(const cr_http *h);
+
+#endif

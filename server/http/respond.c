@@ -1,0 +1,106 @@
+/* Answers; see respond.h. */
+#include "server/http/respond.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/codec/json_encode.h"
+
+const char *cr_header(cr_conn *c, const char *name)
+{
+    return MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, name);
+}
+
+enum MHD_Result cr_queue(cr_conn *c, int status, struct MHD_Response *r)
+{
+    c->status = status;
+    enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+struct MHD_Response *cr_json_response(char *body, size_t len)
+{
+    struct MHD_Response *r = body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(body);
+        return NULL;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return r;
+}
+
+/* The job a response is about: its id, where its time went, the kernel that ran it. */
+static void add_job_headers(struct MHD_Response *r, const cr_job *j)
+{
+    char timing[256];
+    MHD_add_response_header(r, "X-Crunchd-Job-Id", j->id);
+    cr_server_timing(&j->ms, timing, sizeof timing);
+    MHD_add_response_header(r, "Server-Timing", timing);
+    if (cr_job_kernel_name(j))
+        MHD_add_response_header(r, "X-Crunchd-Kernel", cr_job_kernel_name(j));
+}
+
+enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *body, size_t len)
+{
+    if (!body) {
+        static const char oom[] = "{\"error\":{\"code\":\"host_memory\",\"message\":\"out of memory\"}}";
+        status = 503;
+        len = sizeof oom - 1;
+        body = malloc(len);
+        if (!body)
+            return MHD_NO;
+        memcpy(body, oom, len);
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (status == 503 || status == 429)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (c->extra_header)
+        MHD_add_response_header(r, c->extra_header, c->extra_value);
+    if (c->job)
+        add_job_headers(r, c->job);
+    return cr_queue(c, status, r);
+}
+
+enum MHD_Result cr_send_text(cr_conn *c, int status, const char *content_type, const char *text)
+{
+    size_t len = strlen(text);
+    char *body = malloc(len + 1);
+    if (body)
+        memcpy(body, text, len + 1);
+    return cr_send(c, status, content_type, body, len);
+}
+
+enum MHD_Result cr_send_cjson(cr_conn *c, int status, cJSON *doc)
+{
+    char *body = doc ? cJSON_PrintUnformatted(doc) : NULL;
+    cJSON_Delete(doc);
+    return cr_send(c, status, "application/json", body, body ? strlen(body) : 0);
+}
+
+enum MHD_Result cr_send_error(cr_conn *c, const cr_error *e)
+{
+    size_t len = 0;
+    snprintf(c->error_code, sizeof c->error_code, "%s", e->code);
+    char *body = c->kserve ? cr_json_error_v2(e, &len) : cr_json_error(e, &len);
+    return cr_send(c, e->http, "application/json", body, len);
+}
+
+enum MHD_Result cr_refuse(cr_conn *c, int status, const char *code, const char *field, const char *fmt, ...)
+{
+    char msg[sizeof ((cr_error *)0)->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cr_error e;
+    cr_fail(&e, status, code, field, "%s", msg);
+    return cr_send_error(c, &e);
+}

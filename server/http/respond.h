@@ -1,0 +1,31 @@
+/* Answers: every response a handler sends goes through here, so the common headers (Retry-After,
+ * the job's id and Server-Timing) and the error body shape (v1 or KServe's) are decided once. */
+#ifndef CRUNCHD_HTTP_RESPOND_H
+#define CRUNCHD_HTTP_RESPOND_H
+
+#include <cjson/cJSON.h>
+
+#include "server/http/conn.h"
+
+/* A request header's value, or NULL. */
+const char *cr_header(cr_conn *c, const char *name);
+
+/* Sends body (malloc'd; owned from here on, NULL means out of memory: a 503 goes instead). */
+enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *body, size_t len);
+/* A copy of a constant text. */
+enum MHD_Result cr_send_text(cr_conn *c, int status, const char *content_type, const char *text);
+/* A cJSON document as compact JSON; takes and deletes doc. */
+enum MHD_Result cr_send_cjson(cr_conn *c, int status, cJSON *doc);
+/* The error body of the route's protocol: v1's {"error": {code, message, field}} or KServe's. */
+enum MHD_Result cr_send_error(cr_conn *c, const cr_error *e);
+/* cr_fail + cr_send_error in one call. */
+__attribute__((format(printf, 5, 6))) enum MHD_Result
+cr_refuse(cr_conn *c, int status, const char *code, const char *field, const char *fmt, ...);
+/* A JSON response of body (owned from here on) for the caller to add headers to, then cr_queue;
+ * NULL when memory ran out (body freed). */
+struct MHD_Response *cr_json_response(char *body, size_t len);
+/* Queues a response the caller built (iovec bodies, extra headers), then drops the caller's
+ * reference to it. */
+enum MHD_Result cr_queue(cr_conn *c, int status, struct MHD_Response *r);
+
+#endif

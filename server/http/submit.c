@@ -1,0 +1,125 @@
+/* Jobs from HTTP requests; see submit.h. */
+#include "server/http/submit.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include "server/clock.h"
+#include "server/http/answer.h"
+#include "server/http/respond.h"
+
+/* Orders a worker's resume against the request forgetting its job (the connection may be gone). */
+static pthread_mutex_t resume_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int cr_apply_job_headers(cr_conn *c, cr_job *j, cr_error *err)
+{
+    const char *timeout = cr_header(c, "X-Crunchd-Timeout-Ms");
+    if (timeout && j->req.timeout_ms == 0) {
+        char *end = NULL;
+        long long v = strtoll(timeout, &end, 10);
+        if (end == timeout || *end || v <= 0)
+            return cr_fail(err, 400, "invalid_parameter", "X-Crunchd-Timeout-Ms",
+                           "expected a positive integer of milliseconds");
+        j->req.timeout_ms = v;
+    }
+    const char *delay = cr_header(c, "X-Crunchd-Debug-Delay-Ms");
+    if (delay && c->h->deps.cfg->test_hooks)
+        j->debug_delay_ms = strtoll(delay, NULL, 10);
+    return 0;
+}
+
+static void waiting_add(cr_conn *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    c->fd = ci ? ci->connect_fd : -1;
+    pthread_mutex_lock(&c->h->waiting_mu);
+    c->wait_prev = NULL;
+    c->wait_next = c->h->waiting_head;
+    if (c->wait_next)
+        c->wait_next->wait_prev = c;
+    c->h->waiting_head = c;
+    pthread_mutex_unlock(&c->h->waiting_mu);
+}
+
+static void waiting_remove(cr_conn *c)
+{
+    pthread_mutex_lock(&c->h->waiting_mu);
+    if (c->wait_prev)
+        c->wait_prev->wait_next = c->wait_next;
+    else if (c->h->waiting_head == c)
+        c->h->waiting_head = c->wait_next;
+    if (c->wait_next)
+        c->wait_next->wait_prev = c->wait_prev;
+    c->wait_prev = c->wait_next = NULL;
+    pthread_mutex_unlock(&c->h->waiting_mu);
+}
+
+static void resume_on_done(cr_job *j)
+{
+    pthread_mutex_lock(&resume_mu);
+    if (j->conn)
+        MHD_resume_connection(j->conn);
+    pthread_mutex_unlock(&resume_mu);
+}
+
+/* Suspends before queueing so a fast worker can never resume a connection not yet suspended. */
+enum MHD_Result cr_run_sync(cr_conn *c, cr_job *j, cr_conn_encoder enc)
+{
+    j->ms.receive = (cr_now() - c->t0) * 1e3;
+    c->encode = enc;
+    c->job = j;
+    j->conn = c->conn;
+    j->on_done = resume_on_done;
+    c->waiting = true;
+    MHD_suspend_connection(c->conn);
+    waiting_add(c);
+    if (cr_engine_submit(c->h->deps.engine, j, &c->pending) < 0) {
+        c->has_pending = true;
+        resume_on_done(j);
+    }
+    return MHD_YES;
+}
+
+enum MHD_Result cr_sync_resumed(cr_conn *c)
+{
+    if (c->has_pending)
+        return cr_send_error(c, &c->pending);
+    if (!cr_job_finished(c->job)) /* a spurious wake-up: keep waiting */
+        return MHD_suspend_connection(c->conn), MHD_YES;
+    return c->encode ? c->encode(c, c->job) : cr_send_job(c, c->job);
+}
+
+void cr_sync_forget(cr_conn *c)
+{
+    if (c->waiting)
+        waiting_remove(c);
+    if (!c->job)
+        return;
+    pthread_mutex_lock(&resume_mu);
+    c->job->conn = NULL;
+    pthread_mutex_unlock(&resume_mu);
+    if (c->waiting && !cr_job_finished(c->job))
+        cr_engine_cancel(c->h->deps.engine, c->job); /* nobody is left to answer */
+    cr_job_release(c->job);
+    c->job = NULL;
+}
+
+/* EOF on a peek means the client closed its end; pending bytes (a pipelined request) do not. */
+static bool peer_closed(int fd)
+{
+    char byte;
+    if (fd < 0)
+        return false;
+    ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+void cr_sync_tick(cr_http *h)
+{
+    pthread_mutex_lock(&h->waiting_mu);
+    for (cr_conn *c = h->waiting_head; c; c = c->wait_next)
+        if (c->job && !c->job->cancel && !cr_job_finished(c->job) && peer_closed(c->fd))
+            cr_engine_cancel(h->deps.engine, c->job);
+    pthread_mutex_unlock(&h->waiting_mu);
+}

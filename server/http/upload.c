@@ -1,0 +1,284 @@
+/* Binary bodies over HTTP; see upload.h. */
+#include "server/http/upload.h"
+
+#include "server/http/respond.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/codec/binary_decode.h"
+
+typedef enum { UP_MULTIPART, UP_NPY, UP_RAW } upload_kind;
+
+/* MHD's post processor parses multipart boundaries through a buffer of this size: the parts'
+ * bytes pass through it on their way to our arrays (bounded, cache-sized). */
+#define PP_BUFFER (64 * 1024)
+
+struct cr_upload {
+    upload_kind kind;
+    cr_bin_request *bin;
+    struct MHD_PostProcessor *pp;
+    cr_bin_part *part;       /* the part being received */
+    char part_name[16];
+    uint64_t part_fed;       /* bytes of it so far: the next chunk's offset */
+    bool failed;             /* the iterator refused something: err says what */
+    cr_error err;
+};
+
+/* "type" or "type; params", case-insensitively. */
+static bool type_is(const char *ct, const char *type)
+{
+    size_t n = strlen(type);
+    return ct && strncasecmp(ct, type, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+static enum MHD_Result refuse(cr_conn *c, const cr_error *e)
+{
+    cr_upload_free(c);
+    return cr_send_error(c, e);
+}
+
+static cr_op route_op(const cr_conn *c)
+{
+    switch (c->label) {
+    case CR_ROUTE_GEMM: return CR_OP_GEMM;
+    case CR_ROUTE_ATA: return CR_OP_ATA;
+    case CR_ROUTE_HISTOGRAM: return CR_OP_HISTOGRAM;
+    default: return CR_OP_COUNT; /* /v1/jobs: ?op= */
+    }
+}
+
+typedef struct {
+    cr_params *p;
+    const cr_limits *lim;
+    cr_error *err;
+    int rc;
+} query_walk;
+
+static enum MHD_Result query_pair(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    query_walk *w = cls;
+    w->rc = cr_params_set(w->p, key, value, w->lim, w->err);
+    return w->rc == 0 ? MHD_YES : MHD_NO;
+}
+
+static int read_params(cr_conn *c, const cr_limits *lim, cr_params *p, cr_error *err)
+{
+    query_walk w = {p, lim, err, 0};
+    cr_params_init(p, route_op(c));
+    MHD_get_connection_values(c->conn, MHD_GET_ARGUMENT_KIND, query_pair, &w);
+    return w.rc ? -1 : cr_params_finish(p, err);
+}
+
+/* Which body types a route takes: x-npy is one array (ata, histogram), raw bytes a uint8
+ * histogram; /v1/jobs learns its op from ?op= first. */
+static int check_type(upload_kind kind, cr_op op, const char *ct, cr_error *err)
+{
+    if (kind == UP_NPY && op == CR_OP_GEMM)
+        return cr_fail(err, 415, "unsupported_media_type", "Content-Type",
+                       "gemm takes two arrays: send multipart/form-data with .npy parts a and b");
+    if (kind == UP_RAW && op != CR_OP_HISTOGRAM)
+        return cr_fail(err, 415, "unsupported_media_type", "Content-Type",
+                       "application/octet-stream (raw uint8 bytes) is for histograms; send %s "
+                       "arrays as .npy", cr_op_name(op));
+    (void)ct;
+    return 0;
+}
+
+static int classify(const char *ct, upload_kind *kind, cr_error *err)
+{
+    if (type_is(ct, "multipart/form-data"))
+        *kind = UP_MULTIPART;
+    else if (type_is(ct, "application/x-npy"))
+        *kind = UP_NPY;
+    else if (type_is(ct, "application/octet-stream"))
+        *kind = UP_RAW;
+    else
+        return cr_fail(err, 415, "unsupported_media_type", "Content-Type",
+                       "Content-Type %.60s is not accepted: send application/json, "
+                       "multipart/form-data (.npy parts), application/x-npy or "
+                       "application/octet-stream", ct ? ct : "(none)");
+    return 0;
+}
+
+static cr_limits limits_of(const cr_config *cfg)
+{
+    return (cr_limits){.max_elements = (uint64_t)cfg->max_elements,
+                       .max_total_bytes = (uint64_t)cfg->max_body_mb << 20,
+                       .max_bins = cfg->max_bins};
+}
+
+static cr_host_allocator allocator_of(const cr_conn *c)
+{
+    const cr_backend *b = c->h->deps.engine ? cr_engine_backend(c->h->deps.engine) : NULL;
+    return (cr_host_allocator){b ? b->host_alloc : NULL, b ? b->host_free : NULL,
+                               b ? b->host_ready : NULL};
+}
+
+/* ---- multipart: the post processor's iterator ------------------------------------------------ */
+
+static enum MHD_Result part_data(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *filename, const char *content_type,
+                                 const char *transfer_encoding, const char *data, uint64_t off,
+                                 size_t size)
+{
+    (void)kind, (void)filename, (void)content_type, (void)transfer_encoding;
+    cr_upload *u = cls;
+    if (u->failed)
+        return MHD_NO;
+    key = key ? key : "";
+    bool new_part = !u->part || strcmp(u->part_name, key) != 0 || (off == 0 && u->part_fed > 0);
+    if (new_part) {
+        if (strlen(key) >= sizeof u->part_name) {
+            cr_fail(&u->err, 400, "invalid_field", "", "unexpected part \"%.40s\"", key);
+            u->failed = true;
+            return MHD_NO;
+        }
+        snprintf(u->part_name, sizeof u->part_name, "%s", key);
+        u->part_fed = 0;
+        if (!(u->part = cr_bin_start(u->bin, key, &u->err))) {
+            u->failed = true;
+            return MHD_NO;
+        }
+    }
+    if (off != u->part_fed) { /* the post processor hands parts over in order: a bug if not */
+        cr_fail(&u->err, 500, "internal", u->part_name, "part %s arrived out of order", key);
+        u->failed = true;
+        return MHD_NO;
+    }
+    u->part_fed += size;
+    if (size && cr_bin_feed(u->bin, u->part, data, size, &u->err) != 0) {
+        u->failed = true;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+/* ---- entry points -------------------------------------------------------------------------------- */
+
+static int begin_body(cr_conn *c, cr_upload *u, const cr_params *p, const cr_limits *lim,
+                      cr_error *err)
+{
+    const char *cl = cr_header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+    if (cl && declared > c->limit)
+        return cr_fail(err, 413, "too_large", "body",
+                       "the body is %llu bytes, larger than --max-body-mb (%zu bytes)", declared,
+                       c->limit);
+    if (u->kind == UP_RAW && !cl)
+        return cr_fail(err, 411, "length_required", "Content-Length",
+                       "raw application/octet-stream bodies need a Content-Length");
+    if (!(u->bin = cr_bin_new(p, lim, allocator_of(c))))
+        return cr_fail(err, 503, "host_memory", "", "out of memory");
+    if (u->kind == UP_RAW)
+        return (u->part = cr_bin_start_raw(u->bin, declared, err)) ? 0 : -1;
+    if (u->kind == UP_NPY)
+        return (u->part = cr_bin_start(u->bin, cr_bin_body_part_name(p->op), err)) ? 0 : -1;
+    u->pp = MHD_create_post_processor(c->conn, PP_BUFFER, part_data, u);
+    if (!u->pp)
+        return cr_fail(err, 400, "invalid_field", "Content-Type",
+                       "multipart/form-data needs a boundary parameter");
+    return 0;
+}
+
+enum MHD_Result cr_upload_begin(cr_conn *c)
+{
+    cr_error err;
+    cr_params p;
+    const char *ct = cr_header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+    cr_limits lim = limits_of(c->h->deps.cfg);
+    upload_kind kind = UP_MULTIPART;
+    if (classify(ct, &kind, &err) || read_params(c, &lim, &p, &err) ||
+        check_type(kind, p.op, ct, &err))
+        return refuse(c, &err);
+    c->limit = (size_t)c->h->deps.cfg->max_body_mb << 20;
+    cr_upload *u = calloc(1, sizeof *u);
+    if (!u)
+        return MHD_NO;
+    u->kind = kind;
+    c->upload = u;
+    if (begin_body(c, u, &p, &lim, &err))
+        return refuse(c, &err);
+    return MHD_YES;
+}
+
+/* libmicrohttpd (0.9.75) takes no response while a body is arriving: a refusal is kept, the
+ * arrays freed at once, the rest of the body read and dropped, and the error answered when the
+ * body is complete. */
+static void fail_later(cr_upload *u, const cr_error *e)
+{
+    if (!u->failed)
+        u->err = *e;
+    u->failed = true;
+    if (u->pp)
+        MHD_destroy_post_processor(u->pp);
+    u->pp = NULL;
+    cr_bin_free(u->bin);
+    u->bin = NULL;
+    u->part = NULL;
+}
+
+enum MHD_Result cr_upload_feed(cr_conn *c, const char *data, size_t *size)
+{
+    cr_upload *u = c->upload;
+    cr_error err;
+    size_t n = *size;
+    *size = 0;
+    cr_metrics_bytes_in(n);
+    if (c->len + n > c->limit) { /* only a chunked body gets here: Content-Length was checked */
+        c->status = 413;
+        snprintf(c->error_code, sizeof c->error_code, "too_large");
+        return MHD_NO; /* reading on would be unbounded: drop the connection */
+    }
+    c->len += n;
+    if (u->failed)
+        return MHD_YES;
+    if (u->pp) {
+        if (MHD_post_process(u->pp, data, n) != MHD_YES && !u->failed)
+            cr_fail(&u->err, 400, "invalid_field", "body", "the multipart/form-data body is malformed");
+        if (u->failed || u->err.code[0]) {
+            err = u->err;
+            fail_later(u, &err);
+        }
+        return MHD_YES;
+    }
+    if (cr_bin_feed(u->bin, u->part, data, n, &err) != 0)
+        fail_later(u, &err);
+    return MHD_YES;
+}
+
+int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err)
+{
+    cr_upload *u = c->upload;
+    memset(out, 0, sizeof *out);
+    if (u->failed)
+        return *err = u->err, -1;
+    if (u->pp) {
+        enum MHD_Result done = MHD_destroy_post_processor(u->pp);
+        u->pp = NULL;
+        if (u->failed)
+            return *err = u->err, -1;
+        if (done != MHD_YES)
+            return cr_fail(err, 400, "invalid_field", "body",
+                           "the multipart/form-data body ends early (no closing boundary)");
+    }
+    int rc = cr_bin_finish(u->bin, out, err);
+    cr_upload_free(c); /* the arrays now belong to out */
+    return rc;
+}
+
+void cr_upload_free(cr_conn *c)
+{
+    cr_upload *u = c->upload;
+    if (!u)
+        return;
+    if (u->pp)
+        MHD_destroy_post_processor(u->pp);
+    cr_bin_free(u->bin);
+    free(u);
+    c->upload = NULL;
+}

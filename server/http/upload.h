@@ -1,0 +1,27 @@
+/* Binary request bodies over HTTP (design.md, "Binary"): multipart/form-data with .npy parts
+ * (libmicrohttpd's post processor splits the parts), an application/x-npy body, or raw
+ * application/octet-stream bytes; parameters in the query string. The glue between
+ * libmicrohttpd and binary_request.c, which streams the arrays into their buffers. */
+#ifndef CRUNCHD_UPLOAD_H
+#define CRUNCHD_UPLOAD_H
+
+#include "server/http/conn.h"
+
+typedef struct cr_upload cr_upload;
+
+/* First call of a POST whose Content-Type is not JSON: checks the type against the route (415
+ * naming Content-Type), the query parameters (400 naming one), the declared length against
+ * --max-body-mb (413; 411 for raw bytes without one), and sets c->upload. Answers the refusals
+ * itself; always MHD_YES unless the connection must be dropped. */
+enum MHD_Result cr_upload_begin(cr_conn *c);
+
+/* A chunk of the body: streamed into place, or refused (the answer queued, the buffers freed
+ * at once). Consumes *size. */
+enum MHD_Result cr_upload_feed(cr_conn *c, const char *data, size_t *size);
+
+/* Once the body is complete: the decoded request (every part present, complete, conforming). */
+int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err);
+
+void cr_upload_free(cr_conn *c);
+
+#endif

@@ -1,0 +1,27 @@
+/* The KServe v2 / Triton inference protocol on the same engine: /v2 (server metadata),
+ * /v2/health/{live,ready}, /v2/models/{gemm|ata|histogram}[/versions/1][/ready|/infer].
+ * Requests carry JSON tensors or, with Triton's binary tensor data extension, a JSON header of
+ * Inference-Header-Content-Length bytes followed by the raw little-endian tensors. Errors on
+ * these routes are KServe's {"error": "message"} with the status of server/error.h's codes. */
+#ifndef CRUNCHD_KSERVE_H
+#define CRUNCHD_KSERVE_H
+
+#include <stddef.h>
+
+#include "server/error.h"
+#include "server/http/conn.h"
+
+/* Route handlers (rows of server/http/routes.c's table marked kserve). */
+enum MHD_Result cr_kserve_server_metadata(cr_conn *c); /* GET /v2 */
+enum MHD_Result cr_kserve_live(cr_conn *c);            /* GET /v2/health/live */
+enum MHD_Result cr_kserve_ready(cr_conn *c);           /* GET /v2/health/ready */
+enum MHD_Result cr_kserve_model_metadata(cr_conn *c);  /* GET /v2/models/{model}[/versions/v] */
+enum MHD_Result cr_kserve_model_ready(cr_conn *c);     /* GET .../ready */
+enum MHD_Result cr_kserve_infer(cr_conn *c);           /* POST .../infer */
+
+/* First call of a POST on a kserve route: accepted content types (none, application/json,
+ * application/octet-stream), a well-formed Inference-Header-Content-Length, and the body limit
+ * (--max-body-mb with binary tensors, --max-json-mb without). MHD_YES, or the refusal sent. */
+enum MHD_Result cr_kserve_begin(cr_conn *c);
+
+#endif

@@ -1,0 +1,163 @@
+/* A finished job -> KServe v2 inference response (server/kserve_internal.h).
+ *
+ * One buffer: the JSON header, then (binary tensor data extension) the raw bytes of each binary
+ * output in the header's order, each announced by its "binary_data_size". Numbers in JSON go
+ * through numfmt.c (json_buf.c), so floats read back exactly and non-finite values become null. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/kserve/kserve.h"
+#include "server/codec/json_buf.h"
+#include "server/kserve/kserve_internal.h"
+
+/* ---- one output tensor ---------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    cr_dtype dt;
+    int rank;
+    int64_t shape[2];
+    const void *data; /* count elements of dt */
+    uint64_t count;
+} tensor;
+
+static void kb_data(cr_jbuf *b, const tensor *t)
+{
+    cr_jbuf_put(b, "[", 1);
+    for (uint64_t i = 0; i < t->count && !b->failed; i++) {
+        if (i)
+            cr_jbuf_put(b, ",", 1);
+        if (t->dt == CR_DT_U64)
+            cr_jbuf_u64(b, ((const uint64_t *)t->data)[i]);
+        else if (t->dt == CR_DT_F32)
+            cr_jbuf_f32(b, ((const float *)t->data)[i]);
+        else
+            cr_jbuf_f64(b, ((const double *)t->data)[i]);
+    }
+    cr_jbuf_put(b, "]", 1);
+}
+
+static void kb_tensor(cr_jbuf *b, const tensor *t, bool binary)
+{
+    cr_jbuf_lit(b, "{\"name\":");
+    cr_jbuf_string(b, t->name);
+    cr_jbuf_lit(b, ",\"datatype\":");
+    cr_jbuf_string(b, cr_ks_datatype_name(t->dt));
+    cr_jbuf_lit(b, ",\"shape\":[");
+    for (int d = 0; d < t->rank; d++) {
+        if (d)
+            cr_jbuf_put(b, ",", 1);
+        cr_jbuf_u64(b, (uint64_t)t->shape[d]);
+    }
+    cr_jbuf_put(b, "]", 1);
+    if (binary) {
+        cr_jbuf_lit(b, ",\"parameters\":{\"binary_data_size\":");
+        cr_jbuf_u64(b, t->count * cr_dtype_size(t->dt));
+        cr_jbuf_put(b, "}", 1);
+    } else {
+        cr_jbuf_lit(b, ",\"data\":");
+        kb_data(b, t);
+    }
+    cr_jbuf_put(b, "}", 1);
+}
+
+/* numpy.linspace(lo, hi, bins + 1) in the data's precision, as the v1 encoder writes edges. */
+static void *hist_edges(const cr_hist_task *h, cr_dtype dt)
+{
+    size_t n = (size_t)h->bins + 1;
+    void *e = malloc(n * cr_dtype_size(dt));
+    if (!e)
+        return NULL;
+    double step = (h->hi - h->lo) / h->bins;
+    for (size_t i = 0; i < n; i++) {
+        double v = i + 1 == n ? h->hi : h->lo + (double)i * step;
+        if (dt == CR_DT_F32)
+            ((float *)e)[i] = (float)v;
+        else
+            ((double *)e)[i] = v;
+    }
+    return e;
+}
+
+/* The job's outputs in model order; edges (when asked) in *edges, for the caller to free. */
+static int job_tensors(const cr_job *j, const cr_ks_spec *s, tensor *out, void **edges)
+{
+    const cr_task *t = &j->req.task;
+    *edges = NULL;
+    if (t->op == CR_OP_GEMM) {
+        out[0] = (tensor){"c",
+                          t->dtype,
+                          2,
+                          {t->u.gemm.m, t->u.gemm.n},
+                          t->u.gemm.c_out,
+                          (uint64_t)(t->u.gemm.m * t->u.gemm.n)};
+    } else if (t->op == CR_OP_ATA) {
+        out[0] = (tensor){"c",
+                          t->dtype,
+                          2,
+                          {t->u.ata.n, t->u.ata.n},
+                          t->u.ata.c_out,
+                          (uint64_t)(t->u.ata.n * t->u.ata.n)};
+    } else {
+        const cr_hist_task *h = &t->u.hist;
+        out[0] = (tensor){"counts", CR_DT_U64, 1, {h->bins, 0}, h->counts, (uint64_t)h->bins};
+        if (s->want[1] && !(*edges = hist_edges(h, t->dtype)))
+            return -1;
+        out[1] = (tensor){"edges", t->dtype, 1, {h->bins + 1, 0}, *edges, (uint64_t)h->bins + 1};
+    }
+    return 0;
+}
+
+static void kb_header(cr_jbuf *b, const cr_job *j, const cr_ks_spec *s, const char *backend,
+                      const tensor *ts)
+{
+    cr_jbuf_lit(b, "{\"model_name\":");
+    cr_jbuf_string(b, s->model->name);
+    cr_jbuf_lit(b, ",\"model_version\":\"1\"");
+    if (s->id) {
+        cr_jbuf_lit(b, ",\"id\":");
+        cr_jbuf_string(b, s->id);
+    }
+    cr_jbuf_lit(b, ",\"parameters\":{\"job_id\":");
+    cr_jbuf_string(b, j->id);
+    cr_jbuf_lit(b, ",\"kernel\":");
+    cr_jbuf_string(b, cr_job_kernel_name(j) ? cr_job_kernel_name(j) : "");
+    cr_jbuf_lit(b, ",\"backend\":");
+    cr_jbuf_string(b, backend);
+    cr_jbuf_lit(b, ",\"device\":");
+    cr_jbuf_string(b, j->device);
+    cr_jbuf_lit(b, "},\"outputs\":[");
+    bool first = true;
+    for (int k = 0; k < s->model->n_outputs; k++) {
+        if (!s->want[k])
+            continue;
+        if (!first)
+            cr_jbuf_put(b, ",", 1);
+        kb_tensor(b, &ts[k], s->binary[k]);
+        first = false;
+    }
+    cr_jbuf_lit(b, "]}");
+}
+
+int cr_ks_encode(const cr_job *j, const cr_ks_spec *s, const char *backend, cr_ks_response *out)
+{
+    tensor ts[CR_KS_MAX_IO];
+    void *edges = NULL;
+    cr_jbuf b = {0};
+    memset(out, 0, sizeof *out);
+    if (job_tensors(j, s, ts, &edges))
+        return -1;
+    kb_header(&b, j, s, backend, ts);
+    out->header_len = b.len;
+    for (int k = 0; k < s->model->n_outputs; k++)
+        if (s->want[k] && s->binary[k])
+            cr_jbuf_put(&b, ts[k].data, ts[k].count * cr_dtype_size(ts[k].dt));
+    free(edges);
+    if (b.failed) {
+        free(b.p);
+        return -1;
+    }
+    out->body = b.p;
+    out->len = b.len;
+    return 0;
+}

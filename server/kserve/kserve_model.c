@@ -1,0 +1,69 @@
+/* The three KServe models crunchd serves, one per op, and the datatype names of the protocol. */
+#include <string.h>
+
+#include "server/kserve/kserve_internal.h"
+
+static const char *const matrix_types[] = {"FP32", "FP64", NULL};
+static const char *const hist_types[] = {"UINT8", "FP32", "FP64", NULL};
+static const char *const count_types[] = {"UINT64", NULL};
+
+/* Outputs follow the inputs' datatype (matrices, edges); counts are always 64-bit. */
+static const cr_ks_model models[] = {
+    {"gemm", CR_OP_GEMM,
+     {{"a", matrix_types, 2, false}, {"b", matrix_types, 2, false}, {"c", matrix_types, 2, true}},
+     3, {{"c", matrix_types, 2, false}}, 1},
+    {"ata", CR_OP_ATA, {{"a", matrix_types, 2, false}}, 1, {{"c", matrix_types, 2, false}}, 1},
+    {"histogram", CR_OP_HISTOGRAM, {{"data", hist_types, 1, false}}, 1,
+     {{"counts", count_types, 1, false}, {"edges", matrix_types, 1, true}}, 2},
+};
+
+const cr_ks_model *cr_ks_model_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        if (strlen(models[i].name) == len && memcmp(models[i].name, name, len) == 0)
+            return &models[i];
+    return NULL;
+}
+
+int cr_ks_input_index(const cr_ks_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_inputs; i++)
+        if (strcmp(m->inputs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int cr_ks_output_index(const cr_ks_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_outputs; i++)
+        if (strcmp(m->outputs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static const struct {
+    const char *name;
+    cr_dtype dt;
+} dtypes[] = {
+    {"FP32", CR_DT_F32}, {"FP64", CR_DT_F64}, {"UINT8", CR_DT_U8}, {"INT8", CR_DT_I8},
+    {"UINT16", CR_DT_U16}, {"INT16", CR_DT_I16}, {"UINT32", CR_DT_U32}, {"INT32", CR_DT_I32},
+    {"INT64", CR_DT_I64}, {"UINT64", CR_DT_U64},
+};
+
+const char *cr_ks_datatype_name(cr_dtype dt)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (dtypes[i].dt == dt)
+            return dtypes[i].name;
+    return NULL;
+}
+
+int cr_ks_datatype_parse(const char *name, cr_dtype *out)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (strcmp(dtypes[i].name, name) == 0) {
+            *out = dtypes[i].dt;
+            return 0;
+        }
+    return -1;
+}

@@ -1,0 +1,227 @@
+/* KServe v2 routes (server/kserve/kserve.h): metadata and health from the engine, inference as a
+ * synchronous job run exactly like POST /v1/{op} (cr_run_sync), with this protocol's decoder,
+ * encoder and error bodies. */
+#include "server/kserve/kserve.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/engine/engine.h"
+#include "server/http/respond.h"
+#include "server/http/submit.h"
+#include "server/kserve/kserve_internal.h"
+
+#define HEADER_LEN "Inference-Header-Content-Length"
+
+/* ---- which model: /v2/models/{model}[/versions/{version}][/ready|/infer] ------------------- */
+
+/* The model of the path, or NULL with a 404 sent (unknown model, or a version other than 1). */
+static const cr_ks_model *path_model(cr_conn *c)
+{
+    size_t n = strcspn(c->id, "/");
+    const cr_ks_model *m = cr_ks_model_find(c->id, n);
+    if (!m) {
+        char name[72];
+        snprintf(name, sizeof name, "%.*s", (int)(n < 64 ? n : 64), c->id);
+        cr_refuse(c, 404, "not_found", "model", "unknown model \"%s\" (models: gemm, ata, histogram)",
+               name);
+        return NULL;
+    }
+    const char *rest = c->id + n;
+    if (strncmp(rest, "/versions/", 10) == 0) {
+        const char *v = rest + 10;
+        size_t vn = strcspn(v, "/");
+        if (vn != 1 || v[0] != '1') {
+            cr_refuse(c, 404, "not_found", "version", "model %s has one version, \"1\"", m->name);
+            return NULL;
+        }
+    }
+    c->label = m->op == CR_OP_GEMM  ? CR_ROUTE_GEMM
+               : m->op == CR_OP_ATA ? CR_ROUTE_ATA
+                                    : CR_ROUTE_HISTOGRAM;
+    return m;
+}
+
+/* ---- metadata and health -------------------------------------------------------------------- */
+
+enum MHD_Result cr_kserve_server_metadata(cr_conn *c)
+{
+    cJSON *doc = cJSON_CreateObject(), *ext = cJSON_CreateArray();
+    cJSON_AddStringToObject(doc, "name", "crunchd");
+    cJSON_AddStringToObject(doc, "version", CRUNCHD_VERSION);
+    cJSON_AddItemToArray(ext, cJSON_CreateString("binary_tensor_data"));
+    cJSON_AddItemToObject(doc, "extensions", ext);
+    return cr_send_cjson(c, 200, doc);
+}
+
+enum MHD_Result cr_kserve_live(cr_conn *c)
+{
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddBoolToObject(doc, "live", 1);
+    return cr_send_cjson(c, 200, doc);
+}
+
+/* 200 or 503, as /readyz: the models are the engine, always loaded. */
+static enum MHD_Result send_ready(cr_conn *c, const char *model)
+{
+    const char *reason = "";
+    bool ready = cr_engine_ready(c->h->deps.engine, &reason);
+    cJSON *doc = cJSON_CreateObject();
+    if (model)
+        cJSON_AddStringToObject(doc, "name", model);
+    cJSON_AddBoolToObject(doc, "ready", ready);
+    if (!ready)
+        cJSON_AddStringToObject(doc, "reason", reason);
+    return cr_send_cjson(c, ready ? 200 : 503, doc);
+}
+
+enum MHD_Result cr_kserve_ready(cr_conn *c)
+{
+    return send_ready(c, NULL);
+}
+
+enum MHD_Result cr_kserve_model_ready(cr_conn *c)
+{
+    const cr_ks_model *m = path_model(c);
+    return m ? send_ready(c, m->name) : MHD_YES;
+}
+
+/* {name, datatype, shape} with -1 for every (variable) dimension; "datatypes" lists all the
+ * accepted ones where the protocol's single datatype cannot. */
+static cJSON *tensor_json(const cr_ks_tensor *t)
+{
+    cJSON *o = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *types = cJSON_CreateArray();
+    cJSON_AddStringToObject(o, "name", t->name);
+    cJSON_AddStringToObject(o, "datatype", t->datatypes[0]);
+    for (int d = 0; d < t->rank; d++)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber(-1));
+    cJSON_AddItemToObject(o, "shape", shape);
+    for (int i = 0; t->datatypes[i]; i++)
+        cJSON_AddItemToArray(types, cJSON_CreateString(t->datatypes[i]));
+    cJSON_AddItemToObject(o, "datatypes", types);
+    cJSON_AddBoolToObject(o, "optional", t->optional);
+    return o;
+}
+
+enum MHD_Result cr_kserve_model_metadata(cr_conn *c)
+{
+    const cr_ks_model *m = path_model(c);
+    if (!m)
+        return MHD_YES;
+    cJSON *doc = cJSON_CreateObject(), *versions = cJSON_CreateArray();
+    cJSON *in = cJSON_CreateArray(), *out = cJSON_CreateArray();
+    cJSON_AddStringToObject(doc, "name", m->name);
+    cJSON_AddItemToArray(versions, cJSON_CreateString("1"));
+    cJSON_AddItemToObject(doc, "versions", versions);
+    cJSON_AddStringToObject(doc, "platform", "crunchd");
+    for (int i = 0; i < m->n_inputs; i++)
+        cJSON_AddItemToArray(in, tensor_json(&m->inputs[i]));
+    for (int i = 0; i < m->n_outputs; i++)
+        cJSON_AddItemToArray(out, tensor_json(&m->outputs[i]));
+    cJSON_AddItemToObject(doc, "inputs", in);
+    cJSON_AddItemToObject(doc, "outputs", out);
+    return cr_send_cjson(c, 200, doc);
+}
+
+/* ---- inference ------------------------------------------------------------------------------ */
+
+/* Inference-Header-Content-Length: absent (-1), or digits only, up to 2^53. -2 when malformed. */
+static int64_t header_length(cr_conn *c)
+{
+    const char *s = cr_header(c, HEADER_LEN);
+    if (!s)
+        return -1;
+    size_t n = strlen(s);
+    if (n == 0 || n > 16 || strspn(s, "0123456789") != n)
+        return -2;
+    return strtoll(s, NULL, 10);
+}
+
+static bool accepted_type(const char *ct)
+{
+    static const char *const types[] = {"application/json", "application/octet-stream", NULL};
+    if (!ct)
+        return true; /* tritonclient sends none */
+    for (int i = 0; types[i]; i++) {
+        size_t n = strlen(types[i]);
+        if (strncasecmp(ct, types[i], n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' '))
+            return true;
+    }
+    return false;
+}
+
+enum MHD_Result cr_kserve_begin(cr_conn *c)
+{
+    const cr_config *cfg = c->h->deps.cfg;
+    if (!accepted_type(cr_header(c, MHD_HTTP_HEADER_CONTENT_TYPE)))
+        return cr_refuse(c, 415, "unsupported_media_type", "Content-Type",
+                      "send application/json, or application/octet-stream with %s", HEADER_LEN);
+    int64_t hl = header_length(c);
+    if (hl == -2)
+        return cr_refuse(c, 400, "invalid_parameter", HEADER_LEN,
+                      "%s must be a byte count (digits only)", HEADER_LEN);
+    bool binary = hl >= 0;
+    c->limit = (size_t)(binary ? cfg->max_body_mb : cfg->max_json_mb) << 20;
+    c->limit_msg = binary ? "the body is larger than --max-body-mb"
+                          : "the JSON body is larger than --max-json-mb";
+    const char *cl = cr_header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > c->limit)
+        return cr_refuse(c, 413, "too_large", "body", "%s", c->limit_msg);
+    return MHD_YES;
+}
+
+static enum MHD_Result encode_done(cr_conn *c, cr_job *j)
+{
+    cr_ks_response r;
+    if (atomic_load(&j->state) != CR_JOB_DONE)
+        return cr_send_error(c, &j->error);
+    if (cr_ks_encode(j, c->ctx, cr_engine_backend(c->h->deps.engine)->name, &r) != 0)
+        return cr_refuse(c, 503, "host_memory", "", "out of memory encoding the response");
+    if (r.header_len == r.len)
+        return cr_send(c, 200, "application/json", r.body, r.len);
+    c->extra_header = HEADER_LEN;
+    snprintf(c->extra_value, sizeof c->extra_value, "%zu", r.header_len);
+    return cr_send(c, 200, "application/octet-stream", r.body, r.len);
+}
+
+static void spec_free(void *p)
+{
+    cr_ks_spec_free(p);
+    free(p);
+}
+
+enum MHD_Result cr_kserve_infer(cr_conn *c)
+{
+    const cr_ks_model *m = path_model(c);
+    if (!m)
+        return MHD_YES;
+    cr_error err;
+    int64_t hl = header_length(c); /* well-formed: cr_kserve_begin checked */
+    if (hl > (int64_t)c->len)
+        return cr_refuse(c, 400, "invalid_parameter", HEADER_LEN,
+                      "%s %lld is larger than the body (%zu bytes)", HEADER_LEN, (long long)hl,
+                      c->len);
+    cr_ks_spec *spec = calloc(1, sizeof *spec);
+    if (!spec)
+        return cr_refuse(c, 503, "host_memory", "", "out of memory");
+    c->ctx = spec;
+    c->ctx_free = spec_free;
+    cr_request req;
+    cr_limits lim = cr_request_limits(c->h->deps.cfg);
+    if (cr_ks_decode(m, c->body ? c->body : "", c->len, hl, &lim, &req, spec, &err) != 0)
+        return cr_send_error(c, &err);
+    cr_job *j = cr_job_new(&req, false);
+    if (!j) {
+        cr_request_free(&req);
+        return cr_refuse(c, 503, "host_memory", "", "out of memory");
+    }
+    if (cr_apply_job_headers(c, j, &err) != 0) {
+        cr_job_release(j);
+        return cr_send_error(c, &err);
+    }
+    return cr_run_sync(c, j, encode_done);
+}

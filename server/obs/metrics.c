@@ -1,0 +1,211 @@
+/* Metrics storage and text exposition; see metrics.h. Counters are atomics so the hot path
+ * takes no lock; histograms take one short lock per observation. */
+#include "server/obs/metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_CODES 600
+#define N_PHASES 5
+static const char *const route_names[CR_ROUTE_COUNT] = {"gemm", "ata", "histogram", "jobs", "other"};
+static const char *const phase_names[N_PHASES] = {"queue", "h2d", "kernel", "d2h", "total"};
+static const double bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10, 30, 60};
+#define N_BOUNDS (sizeof bounds / sizeof bounds[0])
+
+typedef struct {
+    uint64_t buckets[N_BOUNDS + 1]; /* last: +Inf */
+    double sum;
+    uint64_t count;
+} histogram;
+
+static struct {
+    _Atomic uint64_t requests[CR_ROUTE_COUNT][N_CODES];
+    _Atomic uint64_t bytes_in;
+    pthread_mutex_t mu; /* guards durations and flops */
+    histogram durations[CR_OP_COUNT][N_PHASES];
+    double flops[CR_OP_COUNT];
+} m = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void cr_metrics_reset(void)
+{
+    pthread_mutex_lock(&m.mu);
+    for (int r = 0; r < CR_ROUTE_COUNT; r++)
+        for (int c = 0; c < N_CODES; c++)
+            atomic_store(&m.requests[r][c], 0);
+    atomic_store(&m.bytes_in, 0);
+    memset(m.durations, 0, sizeof m.durations);
+    memset(m.flops, 0, sizeof m.flops);
+    pthread_mutex_unlock(&m.mu);
+}
+
+void cr_metrics_request(cr_route_label route, int http_status)
+{
+    if ((unsigned)route < CR_ROUTE_COUNT && http_status >= 100 && http_status < N_CODES)
+        atomic_fetch_add_explicit(&m.requests[route][http_status], 1, memory_order_relaxed);
+}
+
+void cr_metrics_bytes_in(uint64_t n) { atomic_fetch_add_explicit(&m.bytes_in, n, memory_order_relaxed); }
+
+static void observe(histogram *h, double seconds)
+{
+    size_t i = 0;
+    while (i < N_BOUNDS && seconds > bounds[i])
+        i++;
+    h->buckets[i]++;
+    h->sum += seconds;
+    h->count++;
+}
+
+void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops)
+{
+    if ((unsigned)op >= CR_OP_COUNT)
+        return;
+    const double phases[N_PHASES] = {ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total};
+    pthread_mutex_lock(&m.mu);
+    for (int p = 0; p < N_PHASES; p++)
+        observe(&m.durations[op][p], phases[p] / 1e3);
+    m.flops[op] += flops;
+    pthread_mutex_unlock(&m.mu);
+}
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...)
+{
+    for (int attempt = 0; attempt < 2 && !t->oom; attempt++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap + (size_t)n + 1) * 2;
+        char *q = realloc(t->p, cap);
+        if (!q)
+            t->oom = true;
+        else
+            t->p = q, t->cap = cap;
+    }
+}
+
+/* Label values here are our own names and device names; escape the three characters the
+ * exposition format reserves anyway. */
+static void put_label_value(text *t, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            put(t, "\\%c", *v);
+        else if (*v == '\n')
+            put(t, "\\n");
+        else
+            put(t, "%c", *v);
+    }
+}
+
+static void render_requests(text *t)
+{
+    put(t, "# HELP crunchd_requests_total HTTP requests answered, by route and status code.\n"
+           "# TYPE crunchd_requests_total counter\n");
+    for (int r = 0; r < CR_ROUTE_COUNT; r++)
+        for (int c = 100; c < N_CODES; c++) {
+            uint64_t v = atomic_load_explicit(&m.requests[r][c], memory_order_relaxed);
+            if (v)
+                put(t, "crunchd_requests_total{op=\"%s\",code=\"%d\"} %llu\n", route_names[r], c,
+                    (unsigned long long)v);
+        }
+}
+
+static void render_durations(text *t)
+{
+    put(t, "# HELP crunchd_job_duration_seconds Job time by op and phase.\n"
+           "# TYPE crunchd_job_duration_seconds histogram\n");
+    for (int op = 0; op < CR_OP_COUNT; op++)
+        for (int p = 0; p < N_PHASES; p++) {
+            const histogram *h = &m.durations[op][p];
+            const char *o = cr_op_name((cr_op)op);
+            uint64_t cum = 0;
+            for (size_t i = 0; i <= N_BOUNDS; i++) {
+                cum += h->buckets[i];
+                if (i < N_BOUNDS)
+                    put(t, "crunchd_job_duration_seconds_bucket{op=\"%s\",phase=\"%s\",le=\"%g\"} %llu\n",
+                        o, phase_names[p], bounds[i], (unsigned long long)cum);
+                else
+                    put(t, "crunchd_job_duration_seconds_bucket{op=\"%s\",phase=\"%s\",le=\"+Inf\"} %llu\n",
+                        o, phase_names[p], (unsigned long long)cum);
+            }
+            put(t, "crunchd_job_duration_seconds_sum{op=\"%s\",phase=\"%s\"} %.9g\n", o,
+                phase_names[p], h->sum);
+            put(t, "crunchd_job_duration_seconds_count{op=\"%s\",phase=\"%s\"} %llu\n", o,
+                phase_names[p], (unsigned long long)h->count);
+        }
+    put(t, "# HELP crunchd_flops_total Floating-point operations performed by finished jobs.\n"
+           "# TYPE crunchd_flops_total counter\n");
+    for (int op = 0; op < CR_OP_COUNT; op++)
+        put(t, "crunchd_flops_total{op=\"%s\"} %.17g\n", cr_op_name((cr_op)op), m.flops[op]);
+}
+
+static void render_gauges(text *t, const cr_metrics_gauges *g)
+{
+    put(t, "# HELP crunchd_bytes_in_total Request body bytes received.\n"
+           "# TYPE crunchd_bytes_in_total counter\ncrunchd_bytes_in_total %llu\n",
+        (unsigned long long)atomic_load(&m.bytes_in));
+    put(t, "# HELP crunchd_jobs_in_queue Jobs waiting for a worker.\n"
+           "# TYPE crunchd_jobs_in_queue gauge\ncrunchd_jobs_in_queue %d\n", g->queued);
+    put(t, "# HELP crunchd_jobs_running Jobs on a worker now.\n"
+           "# TYPE crunchd_jobs_running gauge\ncrunchd_jobs_running %d\n", g->running);
+    put(t, "# HELP crunchd_device_memory_used_bytes Device memory in use.\n"
+           "# TYPE crunchd_device_memory_used_bytes gauge\n");
+    for (int d = 0; d < g->n_devices; d++) {
+        put(t, "crunchd_device_memory_used_bytes{device=\"");
+        put_label_value(t, g->dev[d].name);
+        put(t, "\"} %llu\n", (unsigned long long)g->dev[d].used_bytes);
+    }
+    put(t, "# HELP crunchd_device_ready 1 while the device accepts work.\n"
+           "# TYPE crunchd_device_ready gauge\n");
+    for (int d = 0; d < g->n_devices; d++) {
+        put(t, "crunchd_device_ready{device=\"");
+        put_label_value(t, g->dev[d].name);
+        put(t, "\"} %d\n", g->dev[d].ready ? 1 : 0);
+    }
+    if (g->has_pinned)
+        put(t, "# HELP crunchd_pinned_host_bytes Page-locked host memory for request arrays: held "
+               "by requests now (in_use) and kept for the next ones (cached, up to "
+               "CRUNCHD_PINNED_CACHE_MB).\n# TYPE crunchd_pinned_host_bytes gauge\n"
+               "crunchd_pinned_host_bytes{state=\"in_use\"} %llu\n"
+               "crunchd_pinned_host_bytes{state=\"cached\"} %llu\n",
+            (unsigned long long)g->pinned_in_use, (unsigned long long)g->pinned_cached);
+    put(t, "# HELP crunchd_build_info Build and backend of this daemon.\n"
+           "# TYPE crunchd_build_info gauge\ncrunchd_build_info{version=\"%s\",backend=\"%s\",cuda=\"%s\"} 1\n",
+        g->version, g->backend, g->cuda);
+}
+
+char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len)
+{
+    text t = {.cap = 16384};
+    t.p = malloc(t.cap);
+    if (!t.p)
+        return NULL;
+    render_requests(&t);
+    pthread_mutex_lock(&m.mu);
+    render_durations(&t);
+    pthread_mutex_unlock(&m.mu);
+    render_gauges(&t, g);
+    if (t.oom) {
+        free(t.p);
+        return NULL;
+    }
+    *len = t.len;
+    return t.p;
+}

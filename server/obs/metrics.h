@@ -1,0 +1,36 @@
+/* Prometheus metrics (crunchd_ prefix, base units, _total counters, histograms). */
+#ifndef CRUNCHD_METRICS_H
+#define CRUNCHD_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/engine/job.h"
+
+/* Request labels beyond the three ops. */
+typedef enum { CR_ROUTE_GEMM, CR_ROUTE_ATA, CR_ROUTE_HISTOGRAM, CR_ROUTE_JOBS, CR_ROUTE_OTHER,
+               CR_ROUTE_COUNT } cr_route_label;
+
+#define CR_METRICS_MAX_DEVICES 16
+
+/* Values read at scrape time from the engine. */
+typedef struct {
+    int queued, running;
+    int n_devices;
+    struct { char name[128]; uint64_t used_bytes; bool ready; } dev[CR_METRICS_MAX_DEVICES];
+    const char *backend;
+    const char *version;
+    const char *cuda;     /* CUDA runtime version, "none" on CPU-only builds */
+    bool has_pinned;      /* the backend keeps pinned host memory (cuda) */
+    uint64_t pinned_in_use, pinned_cached;
+} cr_metrics_gauges;
+
+void cr_metrics_reset(void);
+void cr_metrics_request(cr_route_label route, int http_status);
+void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops);
+void cr_metrics_bytes_in(uint64_t n);
+/* The exposition text, malloc'd; NULL on ENOMEM. */
+char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len);
+
+#endif

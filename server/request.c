@@ -1,0 +1,104 @@
+/* The request's life cycle; see request.h. */
+#include "server/request.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+cr_limits cr_request_limits(const cr_config *cfg)
+{
+    if (!cfg)
+        return (cr_limits){.max_elements = 1ull << 28, .max_total_bytes = 4ull << 30, .max_bins = 1 << 20};
+    return (cr_limits){.max_elements = (uint64_t)cfg->max_elements,
+                       .max_total_bytes = (uint64_t)cfg->max_body_mb << 20,
+                       .max_bins = cfg->max_bins};
+}
+
+void *cr_request_alloc_buf(cr_request *r, int slot, size_t bytes, bool zeroed, cr_error *err)
+{
+    size_t n = bytes ? bytes : 1; /* malloc(0) may return NULL; an empty histogram is valid */
+    void (*release)(void *) = NULL;
+    void *p = NULL;
+    if (slot == CR_BUF_OUTPUT && r->out_alloc && (p = r->out_alloc(n)) != NULL) {
+        release = r->out_free;
+        if (zeroed)
+            memset(p, 0, n);
+    } else {
+        p = zeroed ? calloc(1, n) : malloc(n); /* pinned memory can run out: plain memory works */
+    }
+    if (!p) {
+        cr_fail(err, 503, "host_memory", "", "could not allocate %zu bytes for the request", bytes);
+        return NULL;
+    }
+    cr_request_free_buf(r, slot);
+    r->bufs[slot] = p;
+    r->buf_bytes[slot] = bytes;
+    r->buf_free[slot] = release;
+    return p;
+}
+
+/* Bytes of the task's output, overflow-checked (requests come from several decoders). */
+static int output_bytes(const cr_task *t, size_t *bytes)
+{
+    uint64_t elems;
+    size_t es = cr_dtype_size(t->dtype);
+    switch (t->op) {
+    case CR_OP_GEMM:
+        if (t->u.gemm.m < 0 || t->u.gemm.n < 0 ||
+            __builtin_mul_overflow((uint64_t)t->u.gemm.m, (uint64_t)t->u.gemm.n, &elems))
+            return -1;
+        break;
+    case CR_OP_ATA:
+        if (t->u.ata.n < 0 || __builtin_mul_overflow((uint64_t)t->u.ata.n, (uint64_t)t->u.ata.n, &elems))
+            return -1;
+        break;
+    case CR_OP_HISTOGRAM:
+        if (t->u.hist.bins < 1)
+            return -1;
+        elems = (uint64_t)t->u.hist.bins;
+        es = sizeof(uint64_t);
+        break;
+    default:
+        return -1;
+    }
+    return __builtin_mul_overflow(elems, (uint64_t)es, bytes) ? -1 : 0;
+}
+
+int cr_request_alloc_output(cr_request *r, cr_error *err)
+{
+    size_t bytes;
+    if (output_bytes(&r->task, &bytes) != 0)
+        return cr_fail(err, 500, "internal", "", "cannot size the output of this task");
+    void *p = cr_request_alloc_buf(r, CR_BUF_OUTPUT, bytes, r->task.op == CR_OP_HISTOGRAM, err);
+    if (!p)
+        return -1;
+    cr_task_set_output(&r->task, p);
+    return 0;
+}
+
+void cr_request_free_buf(cr_request *r, int slot)
+{
+    if (r->bufs[slot]) {
+        if (r->buf_free[slot])
+            r->buf_free[slot](r->bufs[slot]);
+        else
+            free(r->bufs[slot]);
+    }
+    r->bufs[slot] = NULL;
+    r->buf_bytes[slot] = 0;
+    r->buf_free[slot] = NULL;
+}
+
+void cr_request_free_inputs(cr_request *r)
+{
+    for (int slot = 0; slot < CR_BUF_OUTPUT; slot++)
+        cr_request_free_buf(r, slot);
+}
+
+void cr_request_free(cr_request *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < CR_REQUEST_BUFS; i++)
+        cr_request_free_buf(r, i);
+    memset(r, 0, sizeof *r);
+}
