@@ -133,6 +133,16 @@ struct cr_backend {
     /* Optional (NULL: none kept): host_alloc's memory, held by requests now and kept for reuse
      * (cuda's pinned cache, which a soak must not mistake for a leak). */
     void (*host_usage)(uint64_t *in_use, uint64_t *cached);
+    /* Optional (NULL: every task runs alone through run()): batches of small tasks with equal
+     * batch keys (kernels/registry.h) in one copy in, one launch and one copy out. batch_launch
+     * queues the whole batch on lane `lane` (0 .. batch_lanes-1) of the worker and returns, so a
+     * worker keeps several batches in flight and the copies of one overlap the kernel of another;
+     * batch_wait waits for that lane's batch and fills every task's status and timings (st[i],
+     * tm[i]: the batch's phases). A failed launch leaves the lane free and its status in st[]. */
+    int batch_lanes;
+    cr_status (*batch_launch)(cr_worker *w, int lane, cr_task *const *tasks, int n, cr_status *st,
+                              char *err, size_t errlen);
+    void (*batch_wait)(cr_worker *w, int lane, cr_status *st, cr_timings *tm, char *err, size_t errlen);
 };
 
 extern const cr_backend cr_backend_cpu;

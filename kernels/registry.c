@@ -17,19 +17,19 @@
 
 /* The CPU backend: OpenBLAS and plain C references (kernels/cpu/). */
 static const cr_kernel cpu_rows[] = {
-    {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64,
+    {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64, .batchable = true,
      .max_dim = BLAS_DIM, .summary = "OpenBLAS SGEMM/DGEMM", .cpu = cpu_gemm_openblas},
     {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64,
      .reference = true, .summary = "plain C, accumulates in double",
      .cpu = cpu_gemm_reference},
-    {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_ATA, .dtypes = F32 | F64,
+    {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_ATA, .dtypes = F32 | F64, .batchable = true,
      .max_dim = BLAS_DIM, .summary = "OpenBLAS SSYRK/DSYRK, upper triangle mirrored",
      .cpu = cpu_ata_openblas},
     {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_ATA, .dtypes = F32 | F64,
      .reference = true, .summary = "plain C, accumulates in double",
      .cpu = cpu_ata_reference},
     {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_HISTOGRAM, .dtypes = ALL_DT,
-     .reference = true,
+     .reference = true, .batchable = true,
      .summary = "plain C, numpy.histogram bin edges; uint8 256-bin counting fast path",
      .cpu = cpu_hist_reference},
 };
@@ -58,13 +58,19 @@ static const cr_kernel cuda_rows[] = {
     CUDA_ROW("symtile", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_symtile,
              "upper-triangle tiles, register-blocked, mirrored", .scratch = cr_cuda_scratch_ata_symtile),
     CUDA_ROW("cublas-syrk", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_cublas_syrk, "cuBLAS SYRK, triangle mirrored",
-             .reference = true, .batchable = true, .max_dim = BLAS_DIM),
+             .reference = true, .max_dim = BLAS_DIM),
+    CUDA_ROW("cublas-batched", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_cublas_gemm,
+             "cuBLAS GEMM of Aᵀ and A, strided-batched over the small AᵀA of a batch", .batchable = true,
+             .max_dim = BLAS_DIM),
     CUDA_ROW("global", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_global, "global-memory atomics"),
     CUDA_ROW("smem", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_smem, "shared-memory privatized bins"),
     CUDA_ROW("smem-vec", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_smem_vec,
              "privatized bins, 16-byte loads, persistent grid"),
     CUDA_ROW("cub", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_cub, "CUB DeviceHistogram::HistogramEven",
              .reference = true, .scratch = cr_cuda_scratch_hist_cub),
+    CUDA_ROW("smem-batched", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_batched,
+             "privatized bins; the small histograms of a batch in one launch, one grid row each",
+             .batchable = true, .scratch = cr_cuda_scratch_hist_batched),
 #ifdef CRUNCHD_FAULT_INJECTION
     CUDA_ROW("fault-illegal-address", CR_OP_GEMM, F32 | F64, cr_cuda_launch_fault_illegal_address,
              "test builds: a store to an unmapped address (a sticky device fault)", .hidden = true),
@@ -149,6 +155,55 @@ bool cr_kernel_candidate(const cr_kernel *k, const cr_task *t, bool compare)
         return true;
     return compare ? t->dtype == CR_DT_F32 : t->precision == CR_PREC_TF32;
 }
+
+/* ---- batching ---------------------------------------------------------------------------- */
+
+const cr_kernel *cr_kernel_batch_row(const cr_backend *b, const cr_task *t)
+{
+    if (cr_task_is_large(t) || (t->op == CR_OP_HISTOGRAM && t->u.hist.bins > CR_BATCH_MAX_BINS))
+        return NULL;
+    size_t n = 0;
+    const cr_kernel *k = cr_kernels(b, &n), *any = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!k[i].batchable || !cr_kernel_candidate(&k[i], t, false))
+            continue;
+        if (k[i].precision == t->precision)
+            return &k[i];
+        any = any ? any : &k[i];
+    }
+    return any;
+}
+
+void cr_batch_key_of(const cr_task *t, const cr_kernel *row, cr_batch_key *key)
+{
+    memset(key, 0, sizeof *key);
+    key->row = row;
+    key->op = t->op;
+    key->dtype = t->dtype;
+    key->precision = t->precision;
+    switch (t->op) {
+    case CR_OP_GEMM:
+        key->m = t->u.gemm.m;
+        key->n = t->u.gemm.n;
+        key->k = t->u.gemm.k;
+        key->trans_a = t->u.gemm.trans_a;
+        key->trans_b = t->u.gemm.trans_b;
+        key->has_c = t->u.gemm.c_in != NULL;
+        key->alpha = t->u.gemm.alpha;
+        key->beta = key->has_c ? t->u.gemm.beta : 0.0;
+        break;
+    case CR_OP_ATA:
+        key->m = t->u.ata.m;
+        key->n = t->u.ata.n;
+        key->trans_a = t->u.ata.trans_a;
+        break;
+    default:
+        key->bins = t->u.hist.bins;
+        break;
+    }
+}
+
+bool cr_batch_key_equal(const cr_batch_key *a, const cr_batch_key *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 /* ---- the client's choice ---------------------------------------------------------------- */
 

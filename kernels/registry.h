@@ -73,6 +73,31 @@ cr_kcheck cr_kernel_check(const cr_kernel *k, const cr_task *t, char *msg, size_
  * auto table only under a tf32 task. */
 bool cr_kernel_candidate(const cr_kernel *k, const cr_task *t, bool compare);
 
+/* ---- batching: small tasks of one shape sharing a launch -------------------------------- */
+
+/* Histograms batch up to this many bins (one privatised copy per block in shared memory). */
+#define CR_BATCH_MAX_BINS 4096
+
+/* What must be equal for tasks to share one launch of their batch row: the row, the dtype and
+ * precision, and the shape and scalars (histograms: the bins; each keeps its own data length and
+ * range). Built zeroed, so memcmp compares it. */
+typedef struct {
+    const cr_kernel *row;
+    cr_op op;
+    cr_dtype dtype;
+    cr_precision precision;
+    int64_t m, n, k;
+    bool trans_a, trans_b, has_c;
+    double alpha, beta;
+    int32_t bins;
+} cr_batch_key;
+
+/* The row that runs t in a batch (the backend's batchable row for t's op and precision) when t
+ * is small enough to gain from one (not "large", bins <= CR_BATCH_MAX_BINS); NULL otherwise. */
+const cr_kernel *cr_kernel_batch_row(const cr_backend *b, const cr_task *t);
+void cr_batch_key_of(const cr_task *t, const cr_kernel *row, cr_batch_key *key);
+bool cr_batch_key_equal(const cr_batch_key *a, const cr_batch_key *b);
+
 /* ---- what the client asked for --------------------------------------------------------- */
 
 typedef enum { CR_KERNEL_AUTO, CR_KERNEL_ALL, CR_KERNEL_NAMED } cr_kernel_mode;

@@ -26,9 +26,18 @@ static const opt_spec specs[] = {
     {"bind", OPT_STR, F(bind), 0, 0, "address to bind (127.0.0.1; 0.0.0.0 in containers)"},
     {"port-file", OPT_STR, F(port_file), 0, 0, "write the bound port to this file once listening"},
     {"backend", OPT_STR, F(backend), 0, 0, "cuda | cpu | auto (cuda when a GPU answers)"},
-    {"workers", OPT_INT, F(workers), 1, 64, "workers (CUDA streams) per device"},
-    {"queue-depth", OPT_INT, F(queue_depth), 1, 1000000, "jobs waiting before new ones get 503"},
-    {"http-threads", OPT_INT, F(http_threads), 1, 256, "HTTP threads (libmicrohttpd pool)"},
+    {"workers", OPT_INT, F(workers), 0, 64,
+     "workers per device, each with its CUDA streams (0: from the CPUs: cuda 2..4, cpu CPUs/2)"},
+    {"queue-depth", OPT_INT, F(queue_depth), 0, 1000000,
+     "jobs waiting before new ones get 503 (0: 64 per worker, at least 256)"},
+    {"http-threads", OPT_INT, F(http_threads), 0, 256,
+     "HTTP threads, the libmicrohttpd pool (0: one per usable CPU, cgroup quota counted, 2..64)"},
+    {"batch-max", OPT_INT, F(batch_max), -1, 1024,
+     "queued jobs of one shape that may share a launch (0: no batching; -1: cuda 32, cpu 0)"},
+    {"batch-delay-us", OPT_INT, F(batch_delay_us), 0, 1000000,
+     "how long a batchable job may wait for partners before it runs alone, us"},
+    {"batch-preferred", OPT_STR, F(batch_preferred), 0, 0,
+     "batch sizes to prefer, e.g. 8,16,32 (a batch waits, within the delay, to reach one)"},
     {"max-connections", OPT_INT, F(max_connections), 1, 1000000, "concurrent connections"},
     {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), 0, 1000000,
      "concurrent connections from one IP address (0: no limit)"},
@@ -62,9 +71,7 @@ static void set_defaults(cr_config *c)
     c->port = 8080;
     strcpy(c->bind, "127.0.0.1");
     strcpy(c->backend, "auto");
-    c->workers = 2;
-    c->queue_depth = 256;
-    c->http_threads = 4;
+    c->batch_max = -1; /* workers, queue depth and HTTP threads: 0, sized from the machine */
     c->max_connections = 1024;
     /* libmicrohttpd's default is 32: its read buffer, half of this, then takes 16 KiB per
      * recv() and a 128 MiB upload ~8000 of them; at 256 the GEMM of bench-e2e went from 100 to
@@ -152,11 +159,33 @@ static int check_choices(const cr_config *c, FILE *err)
         fprintf(err, "crunchd: --tls-cert and --tls-key go together: give both or neither\n");
         return -1;
     }
+    if (cr_config_preferred(c, NULL, 0) < 0) {
+        fprintf(err, "crunchd: --batch-preferred: expected sizes 1..1024 separated by commas, got '%s'\n",
+                c->batch_preferred);
+        return -1;
+    }
     if (c->max_json_mb > c->max_body_mb) {
         fprintf(err, "crunchd: --max-json-mb must not exceed --max-body-mb\n");
         return -1;
     }
     return 0;
+}
+
+int cr_config_preferred(const cr_config *c, int *sizes, int max)
+{
+    int n = 0;
+    const char *p = c->batch_preferred;
+    while (*p) {
+        char *end = NULL;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1024 || (*end && *end != ','))
+            return -1;
+        if (sizes && n < max)
+            sizes[n] = (int)v;
+        n++;
+        p = *end ? end + 1 : end;
+    }
+    return n;
 }
 
 void cr_config_usage(FILE *out)

@@ -11,9 +11,12 @@ typedef struct {
     char bind[64];
     char port_file[256];
     char backend[8];          /* cpu | cuda | auto */
-    int workers;              /* per device */
-    int queue_depth;
-    int http_threads;
+    int workers;              /* per device; 0: sized from the machine (server/machine.c) */
+    int queue_depth;          /* 0: sized from the workers */
+    int http_threads;         /* 0: sized from the machine */
+    int batch_max;            /* jobs one launch may serve; 0: no batching; -1: sized */
+    int batch_delay_us;       /* how long a batchable job may wait for partners */
+    char batch_preferred[64]; /* "8,16,32": batch sizes to prefer (Triton's preferred_batch_size) */
     int max_connections;
     int max_connections_per_ip; /* 0: no limit */
     int conn_memory_kb;
@@ -37,5 +40,8 @@ typedef struct {
  * -1 on a bad flag or value (message written to `err`). */
 int cr_config_load(cr_config *c, int argc, char **argv, FILE *err);
 void cr_config_usage(FILE *out);
+/* --batch-preferred as numbers (up to max of them into sizes, which may be NULL): how many there
+ * are, -1 when malformed. */
+int cr_config_preferred(const cr_config *c, int *sizes, int max);
 
 #endif

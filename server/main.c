@@ -37,18 +37,21 @@ static int wait_signal(const sigset_t *set, double seconds)
     return sig > 0 ? sig : 0;
 }
 
-static cr_engine *start_engine(const cr_config *cfg)
+/* The engine sizes what cfg left to "auto" for its backend. */
+static cr_engine *start_engine(cr_config *cfg)
 {
     char err[512] = "";
     cr_engine *e = NULL;
 #ifdef CRUNCHD_HAVE_CUDA
     if (strcmp(cfg->backend, "cpu") != 0) {
+        cr_config asked = *cfg; /* sized for a GPU on the way: the CPU is sized afresh */
         e = cr_engine_start(&cr_backend_cuda, cfg, err, sizeof err);
         if (e || strcmp(cfg->backend, "cuda") == 0) {
             if (!e)
                 cr_log("error", "cuda backend: %s", err);
             return e;
         }
+        *cfg = asked;
         cr_log("info", "no usable GPU (%s): using the cpu backend", err);
     }
 #else

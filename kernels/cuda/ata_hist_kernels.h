@@ -73,6 +73,25 @@ cudaError_t cr_cuda_hist_smem_vec(const cr_hist_dev *h, cr_dtype dt, cudaStream_
 cudaError_t cr_cuda_hist_cub(const cr_hist_dev *h, cr_dtype dt, void *temp, size_t *temp_bytes,
                              cudaStream_t s);
 
+/* One histogram of a batch (hist_batched.cu): its data, length, range and counts, in device
+ * memory as an array the kernel reads, so histograms of different lengths and ranges share a
+ * launch. lo/hi/span/step/bins as cr_hist_make_params computes them (hist_bin.cuh). */
+typedef struct {
+    const void *data;
+    long long count;
+    double lo, hi, span, step;
+    int bins;
+    int identity;                /* every byte its own bin */
+    unsigned long long *counts;  /* bins entries, zeroed by the caller */
+} cr_hist_job;
+
+/* The histograms jobs[0..n) (all of dtype dt and `bins` bins <= CR_BATCH_MAX_BINS, the longest
+ * max_count elements) in one launch: a grid row of privatized-bin blocks per histogram. */
+cudaError_t cr_cuda_hist_batched(const cr_hist_job *jobs, int n, int bins, int64_t max_count, cr_dtype dt,
+                                 cudaStream_t s);
+/* Fills a job from a histogram's device view; cudaErrorInvalidValue when its range is invalid. */
+cudaError_t cr_hist_job_make(const cr_hist_dev *h, cr_dtype dt, cr_hist_job *out);
+
 /* True when every byte is its own bin (U8, 256 bins over [0, 256]): the fast path. */
 bool cr_hist_is_byte_identity(const cr_hist_dev *h, cr_dtype dt);
 

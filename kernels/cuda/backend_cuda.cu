@@ -102,4 +102,7 @@ extern "C" const cr_backend cr_backend_cuda = {
     cuda_host_free,
     cuda_host_ready,
     cuda_host_usage,
+    CR_CUDA_LANES,
+    cr_cuda_batch_launch,
+    cr_cuda_batch_wait,
 };

@@ -17,6 +17,16 @@ static void worker_release(cr_worker *w)
         cudaStreamDestroy(w->stream);
     if (w->pinned)
         cudaFreeHost(w->pinned);
+    for (int l = 0; l < CR_CUDA_LANES; l++) {
+        cr_lane *lane = &w->lane[l];
+        for (int i = 0; i < EV_COUNT; i++)
+            if (lane->ev[i])
+                cudaEventDestroy(lane->ev[i]);
+        if (lane->stream)
+            cudaStreamDestroy(lane->stream);
+        if (lane->pinned)
+            cudaFreeHost(lane->pinned);
+    }
     free(w);
 }
 
@@ -52,6 +62,11 @@ extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *er
     CR_CHECK(&e, cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
     for (int i = 0; i < EV_COUNT; i++)
         CR_CHECK(&e, cudaEventCreate(&w->ev[i]));
+    for (int l = 0; l < CR_CUDA_LANES; l++) {
+        CR_CHECK(&e, cudaStreamCreateWithFlags(&w->lane[l].stream, cudaStreamNonBlocking));
+        for (int i = 0; i < EV_COUNT; i++)
+            CR_CHECK(&e, cudaEventCreate(&w->lane[l].ev[i]));
+    }
     CR_CHECK(&e, cudaDeviceGetDefaultMemPool(&w->pool, device));
     CR_CHECK(&e, cublasCreate(&w->blas));
     CR_CHECK(&e, cublasSetStream(w->blas, w->stream));
@@ -71,14 +86,16 @@ extern "C" void cr_cuda_worker_destroy(cr_worker *w)
         return;
     cudaSetDevice(w->device);
     cudaStreamSynchronize(w->stream);
+    for (int l = 0; l < CR_CUDA_LANES; l++)
+        cudaStreamSynchronize(w->lane[l].stream);
     worker_release(w);
 }
 
-cudaError_t cr_worker_reserve_pinned(cr_worker *w, size_t bytes)
+cudaError_t cr_reserve_pinned(void **buf, size_t *have, size_t bytes)
 {
-    if (bytes <= w->pinned_bytes)
+    if (bytes <= *have)
         return cudaSuccess;
-    size_t grown = w->pinned_bytes * 2 > bytes ? w->pinned_bytes * 2 : bytes; /* fewer regrowths */
+    size_t grown = *have * 2 > bytes ? *have * 2 : bytes; /* fewer regrowths */
     void *p = NULL;
     cudaError_t e = cudaHostAlloc(&p, grown, cudaHostAllocPortable);
     if (e != cudaSuccess) {
@@ -87,10 +104,10 @@ cudaError_t cr_worker_reserve_pinned(cr_worker *w, size_t bytes)
             return e;
         grown = bytes;
     }
-    if (w->pinned)
-        cudaFreeHost(w->pinned);
-    w->pinned = p;
-    w->pinned_bytes = grown;
+    if (*buf)
+        cudaFreeHost(*buf);
+    *buf = p;
+    *have = grown;
     return cudaSuccess;
 }
 

@@ -11,6 +11,21 @@
 
 enum { EV_START, EV_H2D, EV_KERNEL, EV_D2H, EV_COUNT };
 
+#define CR_CUDA_LANES 2
+
+/* A batch in flight (cuda_batch.cu): its own stream, events and pinned staging, so the next
+ * batch's copies run while this one's kernel does. */
+typedef struct {
+    cudaStream_t stream;
+    cudaEvent_t ev[EV_COUNT];
+    void *pinned;            /* inputs packed, then the outputs: one copy each way */
+    size_t pinned_bytes;
+    cr_task *const *tasks;   /* the batch in flight (NULL: the lane is free) */
+    int n;
+    size_t out_off, out_each;/* task i's output at pinned + out_off + i * out_each */
+    cr_cuda_err e;
+} cr_lane;
+
 struct cr_worker {
     int device;
     char device_name[128];
@@ -20,10 +35,15 @@ struct cr_worker {
     cudaEvent_t ev[EV_COUNT];
     void *pinned;            /* staging for inputs, then outputs; grown on demand, kept */
     size_t pinned_bytes;
+    cr_lane lane[CR_CUDA_LANES];
 };
 
-/* Grows the pinned staging buffer to at least `bytes` (the old contents are not kept). */
-cudaError_t cr_worker_reserve_pinned(cr_worker *w, size_t bytes);
+/* Grows a pinned staging buffer to at least `bytes` (the old contents are not kept). */
+cudaError_t cr_reserve_pinned(void **buf, size_t *have, size_t bytes);
+static inline cudaError_t cr_worker_reserve_pinned(cr_worker *w, size_t bytes)
+{
+    return cr_reserve_pinned(&w->pinned, &w->pinned_bytes, bytes);
+}
 
 /* The backend status for a failed CUDA call. Clears a non-sticky error so the worker stays
  * usable; a sticky one (the context is corrupt) is CR_E_FATAL. */
@@ -32,5 +52,10 @@ cr_status cr_cuda_status(cudaError_t e);
 /* Runs one task (cuda_run.cu). */
 cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err, size_t errlen);
 uint64_t cr_cuda_task_device_bytes(const cr_task *t);
+
+/* Batches (cuda_batch.cu); see cr_backend.batch_launch. */
+cr_status cr_cuda_batch_launch(cr_worker *w, int lane, cr_task *const *tasks, int n, cr_status *st, char *err,
+                               size_t errlen);
+void cr_cuda_batch_wait(cr_worker *w, int lane, cr_status *st, cr_timings *tm, char *err, size_t errlen);
 
 #endif

@@ -17,4 +17,12 @@ struct cr_cuda_launch {
 };
 typedef struct cr_cuda_launch cr_cuda_launch;
 
+/* cuBLAS over `batch` equal-shaped problems at equal strides (elements) in device memory, on the
+ * handle's current stream (launchers.cu); batch 1 is one plain call. tf32: tensor-op math for
+ * this call only. */
+cublasStatus_t cr_cublas_gemm_batched(cublasHandle_t h, const cr_gemm_task *g, cr_dtype dt, bool tf32,
+                                      const void *a, const void *b, void *c, int batch);
+cublasStatus_t cr_cublas_ata_batched(cublasHandle_t h, const cr_ata_task *t, cr_dtype dt, const void *a, void *c,
+                                     int batch);
+
 #endif

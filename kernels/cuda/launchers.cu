@@ -30,18 +30,46 @@ OWN_GEMM(blocktile)
 OWN_GEMM(vec)
 OWN_GEMM(dbuf)
 
-static cublasStatus_t cublas_gemm(cr_worker *w, cr_dtype dt, const cr_gemm_dev *g)
+/* C(m×n) = alpha·op(A)·op(B) + beta·C for `batch` problems at strides of one matrix each. */
+static cublasStatus_t gemm_strided(cublasHandle_t h, const cr_gemm_dev *g, cr_dtype dt, int batch)
 {
     cublasOperation_t op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     int ldb = (int)ld_of(g->trans_b ? g->k : g->n), lda = (int)ld_of(g->trans_a ? g->m : g->k);
-    int ldc = (int)ld_of(g->n);
-    if (dt == CR_DT_F64)
-        return cublasDgemm(w->blas, op_b, op_a, (int)g->n, (int)g->m, (int)g->k, &g->alpha,
-                           (const double *)g->b, ldb, (const double *)g->a, lda, &g->beta, (double *)g->c, ldc);
+    int ldc = (int)ld_of(g->n), m = (int)g->m, n = (int)g->n, k = (int)g->k;
+    long long sa = g->m * g->k, sb = g->k * g->n, sc = g->m * g->n;
+    if (dt == CR_DT_F64) {
+        const double *a = (const double *)g->a, *b = (const double *)g->b;
+        if (batch == 1)
+            return cublasDgemm(h, op_b, op_a, n, m, k, &g->alpha, b, ldb, a, lda, &g->beta, (double *)g->c, ldc);
+        return cublasDgemmStridedBatched(h, op_b, op_a, n, m, k, &g->alpha, b, ldb, sb, a, lda, sa, &g->beta,
+                                         (double *)g->c, ldc, sc, batch);
+    }
     float alpha = (float)g->alpha, beta = (float)g->beta;
-    return cublasSgemm(w->blas, op_b, op_a, (int)g->n, (int)g->m, (int)g->k, &alpha, (const float *)g->b,
-                       ldb, (const float *)g->a, lda, &beta, (float *)g->c, ldc);
+    const float *a = (const float *)g->a, *b = (const float *)g->b;
+    if (batch == 1)
+        return cublasSgemm(h, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, (float *)g->c, ldc);
+    return cublasSgemmStridedBatched(h, op_b, op_a, n, m, k, &alpha, b, ldb, sb, a, lda, sa, &beta, (float *)g->c,
+                                     ldc, sc, batch);
+}
+
+static cublasStatus_t cublas_gemm(cr_worker *w, cr_dtype dt, const cr_gemm_dev *g)
+{
+    return gemm_strided(w->blas, g, dt, 1);
+}
+
+cublasStatus_t cr_cublas_gemm_batched(cublasHandle_t h, const cr_gemm_task *t, cr_dtype dt, bool tf32,
+                                      const void *a, const void *b, void *c, int batch)
+{
+    cr_gemm_dev g = {t->m, t->n, t->k, t->trans_a, t->trans_b, t->alpha, t->c_in ? t->beta : 0.0, a, b, c};
+    if (!tf32)
+        return gemm_strided(h, &g, dt, batch);
+    cublasStatus_t st = cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    st = gemm_strided(h, &g, dt, batch);
+    cublasStatus_t back = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    return st != CUBLAS_STATUS_SUCCESS ? st : back;
 }
 
 extern "C" int cr_cuda_launch_gemm_cublas(cr_cuda_launch *l)
@@ -102,6 +130,31 @@ extern "C" uint64_t cr_cuda_scratch_ata_symtile(const cr_task *t)
     return cr_cuda_ata_work_bytes(&d, t->dtype, cr_cuda_ata_symtile);
 }
 
+/* AᵀA as one GEMM (both triangles computed, nothing mirrored): the row-major A (m×n) is the
+ * column-major X = Aᵀ (n×m) and AᵀA = X·Xᵀ; a stored Aᵀ is the column-major A, AᵀA = AᵀA. */
+cublasStatus_t cr_cublas_ata_batched(cublasHandle_t h, const cr_ata_task *t, cr_dtype dt, const void *a, void *c,
+                                     int batch)
+{
+    cublasOperation_t op1 = t->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op2 = t->trans_a ? CUBLAS_OP_N : CUBLAS_OP_T;
+    int n = (int)t->n, k = (int)t->m, lda = (int)ld_of(t->trans_a ? t->m : t->n), ldc = (int)ld_of(t->n);
+    long long sa = t->m * t->n, sc = t->n * t->n;
+    if (dt == CR_DT_F64) {
+        const double one = 1.0, zero = 0.0;
+        return cublasDgemmStridedBatched(h, op1, op2, n, n, k, &one, (const double *)a, lda, sa, (const double *)a,
+                                         lda, sa, &zero, (double *)c, ldc, sc, batch);
+    }
+    const float one = 1.0f, zero = 0.0f;
+    return cublasSgemmStridedBatched(h, op1, op2, n, n, k, &one, (const float *)a, lda, sa, (const float *)a, lda,
+                                     sa, &zero, (float *)c, ldc, sc, batch);
+}
+
+extern "C" int cr_cuda_launch_ata_cublas_gemm(cr_cuda_launch *l)
+{
+    CR_CHECK(l->e, cr_cublas_ata_batched(l->w->blas, &l->t->u.ata, l->t->dtype, l->in[0], l->out, 1));
+cleanup:
+    return l->e->code;
+}
+
 /* The row-major A (m×n) is the column-major X = Aᵀ (n×m), AᵀA = X·Xᵀ; a stored Aᵀ is the
  * column-major A, AᵀA with trans. Column-major lower = row-major upper, mirrored down after. */
 extern "C" int cr_cuda_launch_ata_cublas_syrk(cr_cuda_launch *l)
@@ -156,6 +209,26 @@ extern "C" uint64_t cr_cuda_scratch_hist_cub(const cr_task *t)
     size_t bytes = 0;
     return cr_cuda_hist_cub(&d, t->dtype, NULL, &bytes, 0) == cudaSuccess ? bytes : 0;
 }
+
+/* One histogram through the batched kernel: its job description travels in the scratch. */
+extern "C" int cr_cuda_launch_hist_batched(cr_cuda_launch *l)
+{
+    cr_hist_dev d = hist_dev(l);
+    cr_hist_job job;
+    const cr_hist_task *h = &l->t->u.hist;
+    CR_CHECK(l->e, cr_hist_job_make(&d, l->t->dtype, &job));
+    CR_CHECK(l->e, cudaMemsetAsync(l->out, 0, (size_t)h->bins * sizeof(unsigned long long), l->w->stream));
+    if (h->count == 0)
+        return cudaSuccess;
+    /* from pageable memory: the call returns once `job` is staged, so the stack frame may go */
+    CR_CHECK(l->e, cudaMemcpyAsync(l->scratch, &job, sizeof job, cudaMemcpyHostToDevice, l->w->stream));
+    CR_CHECK(l->e, cr_cuda_hist_batched((const cr_hist_job *)l->scratch, 1, h->bins, h->count, l->t->dtype,
+                                        l->w->stream));
+cleanup:
+    return l->e->code;
+}
+
+extern "C" uint64_t cr_cuda_scratch_hist_batched(const cr_task *) { return sizeof(cr_hist_job); }
 
 #ifdef CRUNCHD_FAULT_INJECTION
 __global__ void fault_illegal_address_kernel(int *p) { *p = 42; }

@@ -27,6 +27,7 @@ int cr_cuda_launch_ata_gemm(struct cr_cuda_launch *l);
 int cr_cuda_launch_ata_basic(struct cr_cuda_launch *l);
 int cr_cuda_launch_ata_symtile(struct cr_cuda_launch *l);
 int cr_cuda_launch_ata_cublas_syrk(struct cr_cuda_launch *l);
+int cr_cuda_launch_ata_cublas_gemm(struct cr_cuda_launch *l);
 uint64_t cr_cuda_scratch_ata_symtile(const cr_task *t);
 
 int cr_cuda_launch_hist_global(struct cr_cuda_launch *l);
@@ -34,6 +35,8 @@ int cr_cuda_launch_hist_smem(struct cr_cuda_launch *l);
 int cr_cuda_launch_hist_smem_vec(struct cr_cuda_launch *l);
 int cr_cuda_launch_hist_cub(struct cr_cuda_launch *l);
 uint64_t cr_cuda_scratch_hist_cub(const cr_task *t);
+int cr_cuda_launch_hist_batched(struct cr_cuda_launch *l);
+uint64_t cr_cuda_scratch_hist_batched(const cr_task *t);
 
 #ifdef CRUNCHD_FAULT_INJECTION
 /* Test builds only: a real sticky fault, a store to an address no allocation covers. */

@@ -209,6 +209,8 @@ char *cr_json_job_result(const cr_job *j, const char *backend, size_t *len)
     jb_result(&b, &j->req);
     cr_jbuf_key(&b, "timings_ms", false);
     jb_timings(&b, &j->ms);
+    cr_jbuf_key(&b, "batch", false);
+    cr_jbuf_u64(&b, (uint64_t)(j->batch > 0 ? j->batch : 1));
     cr_jbuf_key(&b, rate_name(t->op), false);
     cr_jbuf_f64(&b, job_rate(t, j->ms.kernel));
     if (j->compare && j->n_compare > 0) {
@@ -234,6 +236,7 @@ char *cr_json_job_status(const cr_job *j, size_t *len)
         cr_jbuf_key(&b, "timings_ms", false);
         jb_timings(&b, &j->ms);
     }
+
     if (s == CR_JOB_FAILED || s == CR_JOB_CANCELLED) {
         cr_jbuf_key(&b, "error", false);
         jb_error_object(&b, &j->error);

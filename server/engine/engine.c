@@ -1,45 +1,20 @@
-/* The job engine; see engine.h. One shared queue feeds every worker of every device, so an idle
- * worker anywhere takes the next job: the least-loaded device gets it without bookkeeping. */
+/* The job engine; see engine.h. One shared queue feeds every worker of every device (worker.c),
+ * so an idle worker anywhere takes the next job: the least-loaded device gets it without
+ * bookkeeping, and a job that finds no room on one device goes back for another. This file:
+ * admission (the kernel resolved once, batchability, limits), deadlines, cancel, the end of a
+ * job, per-device accounting, start and stop. */
 #include "server/engine/engine.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "server/engine/autotune.h"
 #include "server/clock.h"
-#include "server/engine/compare.h"
-#include "server/engine/queue.h"
-
-enum { CANCEL_NONE, CANCEL_CLIENT, CANCEL_DEADLINE };
-
-typedef struct {
-    cr_engine *e;
-    int device;
-    cr_worker *bw;
-    pthread_t thread;
-    bool started;
-    cr_job *current;          /* guarded by e->current_mu */
-} worker_slot;
-
-struct cr_engine {
-    const cr_backend *b;
-    const cr_config *cfg;
-    cr_queue q;
-    worker_slot *workers;
-    int n_workers;
-    int n_devices;
-    cr_device_info dev[CR_METRICS_MAX_DEVICES];
-    _Atomic bool dev_ready[CR_METRICS_MAX_DEVICES];
-    uint64_t max_device_bytes;
-    _Atomic bool draining, failed;
-    pthread_mutex_t current_mu;
-    cr_auto_table auto_table;
-};
+#include "server/engine/autotune.h"
+#include "server/engine/engine_internal.h"
+#include "server/machine.h"
+#include "server/obs/log.h"
 
 const cr_backend *cr_engine_backend(const cr_engine *e) { return e->b; }
 int cr_engine_device_count(const cr_engine *e) { return e->n_devices; }
@@ -49,7 +24,7 @@ void cr_engine_begin_drain(cr_engine *e) { atomic_store(&e->draining, true); }
 
 const cr_auto_table *cr_engine_auto_table(const cr_engine *e) { return &e->auto_table; }
 
-static void finish(cr_engine *e, cr_job *j, cr_job_state state)
+void cr_engine_finish(cr_engine *e, cr_job *j, cr_job_state state)
 {
     (void)e;
     cr_request_free_inputs(&j->req);
@@ -62,105 +37,57 @@ static void finish(cr_engine *e, cr_job *j, cr_job_state state)
         j->on_done(j);
 }
 
-static void fail(cr_engine *e, cr_job *j, int http, const char *code, const char *field,
-                 const char *msg)
+void cr_engine_fail(cr_engine *e, cr_job *j, int http, const char *code, const char *field, const char *msg)
 {
     cr_fail(&j->error, http, code, field, "%s", msg);
-    finish(e, j, CR_JOB_FAILED);
+    cr_engine_finish(e, j, CR_JOB_FAILED);
 }
 
-static void finish_cancelled(cr_engine *e, cr_job *j)
+void cr_engine_finish_cancelled(cr_engine *e, cr_job *j)
 {
     if (j->cancel == CANCEL_DEADLINE) {
-        fail(e, j, 504, "deadline_exceeded", "timeout_ms", "the job's deadline passed before it finished");
+        cr_engine_fail(e, j, 504, "deadline_exceeded", "timeout_ms", "the job's deadline passed before it finished");
         return;
     }
     cr_fail(&j->error, 409, "cancelled", "", "the job was cancelled");
-    finish(e, j, CR_JOB_CANCELLED);
+    cr_engine_finish(e, j, CR_JOB_CANCELLED);
 }
 
-static void fail_with_status(cr_engine *e, cr_job *j, cr_status st, const char *msg)
+void cr_engine_fail_status(cr_engine *e, cr_job *j, cr_status st, const char *msg)
 {
     switch (st) {
-    case CR_E_CANCELLED: finish_cancelled(e, j); return;
-    case CR_E_INVALID: fail(e, j, 400, "invalid_field", "", msg); return;
-    case CR_E_SHAPE: fail(e, j, 422, "shape_mismatch", "", msg); return;
-    case CR_E_UNSUPPORTED: fail(e, j, 400, "unsupported", "kernel", msg); return;
-    case CR_E_NOMEM_HOST: fail(e, j, 503, "host_memory", "", msg); return;
-    case CR_E_NOMEM_DEVICE: fail(e, j, 507, "device_memory", "", msg); return;
-    case CR_E_FATAL: fail(e, j, 503, "device_fault", "", msg); return;
-    default: fail(e, j, 500, "internal", "", msg); return;
+    case CR_E_CANCELLED: cr_engine_finish_cancelled(e, j); return;
+    case CR_E_INVALID: cr_engine_fail(e, j, 400, "invalid_field", "", msg); return;
+    case CR_E_SHAPE: cr_engine_fail(e, j, 422, "shape_mismatch", "", msg); return;
+    case CR_E_UNSUPPORTED: cr_engine_fail(e, j, 400, "unsupported", "kernel", msg); return;
+    case CR_E_NOMEM_HOST: cr_engine_fail(e, j, 503, "host_memory", "", msg); return;
+    case CR_E_NOMEM_DEVICE: cr_engine_fail(e, j, 507, "device_memory", "", msg); return;
+    case CR_E_FATAL: cr_engine_fail(e, j, 503, "device_fault", "", msg); return;
+    default: cr_engine_fail(e, j, 500, "internal", "", msg); return;
     }
 }
 
-/* --test-hooks: hold the worker for a while, so tests can see queued/running states. */
-static void debug_delay(const cr_job *j)
-{
-    double until = cr_now() + (double)j->debug_delay_ms / 1e3;
-    while (!j->cancel && cr_now() < until)
-        nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
-}
-
-static void mark_fatal(cr_engine *e, int device)
+void cr_engine_mark_fatal(cr_engine *e, int device)
 {
     if (device >= 0 && device < CR_METRICS_MAX_DEVICES)
         atomic_store(&e->dev_ready[device], false);
     atomic_store(&e->failed, true);
 }
 
-static void run_job(cr_engine *e, worker_slot *w, cr_job *j)
+void cr_engine_device_busy(cr_engine *e, int device, double t0, double t1, int jobs)
 {
-    char msg[256] = "";
-    cr_timings tm = {0};
-    cr_task *t = &j->req.task;
-    j->started_at = cr_now();
-    j->ms.queue = (j->started_at - j->enqueued_at) * 1e3;
-    if (atomic_load(&e->failed)) {
-        fail(e, j, 503, "device_fault", "", "the device failed; the daemon is restarting");
+    if (device < 0 || device >= e->n_devices)
         return;
-    }
-    atomic_store(&j->state, CR_JOB_RUNNING);
-    if (j->debug_delay_ms > 0)
-        debug_delay(j);
-    if (j->cancel) {
-        finish_cancelled(e, j);
-        return;
-    }
-    t->cancel = &j->cancel;
-    j->ran = true;
-    cr_status st = j->req.kernel.mode == CR_KERNEL_ALL ? cr_run_compare(e->b, w->bw, j, &tm, msg, sizeof msg)
-                                                       : e->b->run(w->bw, t, &tm, msg, sizeof msg);
-    snprintf(j->device, sizeof j->device, "%s", tm.device);
-    j->ms.h2d = tm.h2d_ms;
-    j->ms.kernel = tm.kernel_ms;
-    j->ms.d2h = tm.d2h_ms;
-    if (st == CR_E_FATAL)
-        mark_fatal(e, w->device);
-    if (st != CR_OK)
-        fail_with_status(e, j, st, msg);
-    else
-        finish(e, j, CR_JOB_DONE);
-}
-
-static void set_current(worker_slot *w, cr_job *j)
-{
-    pthread_mutex_lock(&w->e->current_mu);
-    w->current = j;
-    pthread_mutex_unlock(&w->e->current_mu);
-}
-
-static void *worker_main(void *arg)
-{
-    worker_slot *w = arg;
-    cr_job *j;
-    while ((j = cr_queue_pop(&w->e->q))) {
-        set_current(w, j);
-        run_job(w->e, w, j);
-        set_current(w, NULL);
-        cr_queue_done(&w->e->q);
-        cr_job_release(j);
-    }
-    return NULL;
+    cr_device_stats *d = &e->stats[device];
+    atomic_fetch_add(&d->jobs, (uint64_t)jobs);
+    atomic_fetch_add(&d->batches, 1);
+    pthread_mutex_lock(&e->device_mu); /* overlapping launches count once */
+    double from = t0 > d->busy_until ? t0 : d->busy_until;
+    if (t1 > from)
+        d->busy_s += t1 - from;
+    if (t1 > d->busy_until)
+        d->busy_until = t1;
+    pthread_mutex_unlock(&e->device_mu);
 }
 
 /* The job's kernel, resolved once here by the registry and stored on its task. */
@@ -178,6 +105,22 @@ static int resolve_kernel(cr_engine *e, cr_job *j, cr_error *err)
     }
 }
 
+/* Whether the job may share a launch: batching is on, the job is small enough to gain, and it
+ * asked for "auto" or named the very row that serves batches (never compare mode, never a
+ * hand-written kernel, never a test-delayed job). */
+static void mark_batchable(cr_engine *e, cr_job *j)
+{
+    const cr_task *t = &j->req.task;
+    j->batchable = false;
+    if (!e->b->batch_launch || e->cfg->batch_max < 1 || j->req.kernel.mode == CR_KERNEL_ALL || j->debug_delay_ms > 0)
+        return;
+    const cr_kernel *row = cr_kernel_batch_row(e->b, t);
+    if (!row || (j->req.kernel.mode == CR_KERNEL_NAMED && row != t->kernel))
+        return;
+    cr_batch_key_of(t, row, &j->batch_key);
+    j->batchable = true;
+}
+
 int cr_engine_submit(cr_engine *e, cr_job *j, cr_error *err)
 {
     if (atomic_load(&e->failed))
@@ -186,6 +129,7 @@ int cr_engine_submit(cr_engine *e, cr_job *j, cr_error *err)
         return cr_fail(err, 503, "draining", "", "the daemon is shutting down; retry on another instance");
     if (resolve_kernel(e, j, err) < 0)
         return -1;
+    mark_batchable(e, j);
     uint64_t need = e->b->task_device_bytes(&j->req.task);
     if (need > e->max_device_bytes)
         return cr_fail(err, 507, "device_memory", "",
@@ -215,7 +159,7 @@ void cr_engine_cancel(cr_engine *e, cr_job *j)
         j->cancel = CANCEL_CLIENT;
     if (cr_queue_remove(&e->q, j)) {
         j->enqueued_at = j->enqueued_at > 0 ? j->enqueued_at : cr_now();
-        finish_cancelled(e, j);
+        cr_engine_finish_cancelled(e, j);
         cr_job_release(j); /* the queue's reference */
     }
 }
@@ -244,19 +188,26 @@ void cr_engine_tick(cr_engine *e, double now)
     while (expired) {
         cr_job *next = expired->next;
         if (atomic_load(&e->failed))
-            fail(e, expired, 503, "device_fault", "", "the device failed; the daemon is restarting");
+            cr_engine_fail(e, expired, 503, "device_fault", "", "the device failed; the daemon is restarting");
         else {
             expired->cancel = CANCEL_DEADLINE;
-            finish_cancelled(e, expired);
+            cr_engine_finish_cancelled(e, expired);
         }
         cr_job_release(expired);
         expired = next;
     }
     pthread_mutex_lock(&e->current_mu);
     for (int i = 0; i < e->n_workers; i++) {
-        cr_job *j = e->workers[i].current;
+        cr_worker_slot *w = &e->workers[i];
+        cr_job *j = w->current;
         if (j && j->deadline > 0 && now > j->deadline && !j->cancel)
             j->cancel = CANCEL_DEADLINE;
+        for (int l = 0; l < w->n_lanes; l++)
+            for (int k = 0; k < w->lanes[l].n; k++) {
+                j = w->lanes[l].jobs[k];
+                if (j->deadline > 0 && now > j->deadline && !j->cancel)
+                    j->cancel = CANCEL_DEADLINE;
+            }
     }
     pthread_mutex_unlock(&e->current_mu);
 }
@@ -275,6 +226,44 @@ void cr_engine_gauges(cr_engine *e, cr_metrics_gauges *g)
         snprintf(g->dev[d].name, sizeof g->dev[d].name, "%d:%.100s", d, info.name);
         g->dev[d].used_bytes = info.memory_total - info.memory_free;
         g->dev[d].ready = atomic_load(&e->dev_ready[d]);
+        g->dev[d].jobs = atomic_load(&e->stats[d].jobs);
+        g->dev[d].launches = atomic_load(&e->stats[d].batches);
+        pthread_mutex_lock(&e->device_mu);
+        g->dev[d].busy_s = e->stats[d].busy_s;
+        pthread_mutex_unlock(&e->device_mu);
+    }
+}
+
+/* A worker's lanes: batch_lanes of the backend (none when batching is off), each with room for
+ * a whole batch. */
+static int give_lanes(cr_engine *e, cr_worker_slot *w)
+{
+    int max = e->take.max;
+    w->taken = calloc((size_t)max, sizeof *w->taken);
+    if (!w->taken)
+        return -1;
+    w->n_lanes = e->b->batch_launch && e->cfg->batch_max > 0 ? e->b->batch_lanes : 0;
+    w->n_lanes = w->n_lanes > CR_MAX_LANES ? CR_MAX_LANES : w->n_lanes;
+    for (int l = 0; l < w->n_lanes; l++) {
+        cr_lane_slot *s = &w->lanes[l];
+        s->jobs = calloc((size_t)max, sizeof *s->jobs);
+        s->tasks = calloc((size_t)max, sizeof *s->tasks);
+        s->st = calloc((size_t)max, sizeof *s->st);
+        s->tm = calloc((size_t)max, sizeof *s->tm);
+        if (!s->jobs || !s->tasks || !s->st || !s->tm)
+            return -1;
+    }
+    return 0;
+}
+
+static void free_lanes(cr_worker_slot *w)
+{
+    free(w->taken);
+    for (int l = 0; l < CR_MAX_LANES; l++) {
+        free(w->lanes[l].jobs);
+        free(w->lanes[l].tasks);
+        free(w->lanes[l].st);
+        free(w->lanes[l].tm);
     }
 }
 
@@ -286,15 +275,20 @@ static int create_workers(cr_engine *e, char *err, size_t errlen)
         return snprintf(err, errlen, "out of memory"), -1;
     for (int d = 0; d < e->n_devices; d++)
         for (int i = 0; i < per_device; i++) {
-            worker_slot *w = &e->workers[e->n_workers];
-            *w = (worker_slot){.e = e, .device = d};
-            if (e->b->worker_create(d, &w->bw, err, errlen) != CR_OK)
+            cr_worker_slot *w = &e->workers[e->n_workers];
+            *w = (cr_worker_slot){.e = e, .device = d};
+            if (give_lanes(e, w) < 0) {
+                free_lanes(w);
+                return snprintf(err, errlen, "out of memory for the workers' batches"), -1;
+            }
+            if (e->b->worker_create(d, &w->bw, err, errlen) != CR_OK) {
+                free_lanes(w);
                 return -1;
+            }
             e->n_workers++;
         }
     return 0;
 }
-
 static int probe_devices(cr_engine *e, char *err, size_t errlen)
 {
     e->n_devices = e->b->device_count();
@@ -315,42 +309,68 @@ static int probe_devices(cr_engine *e, char *err, size_t errlen)
     return 0;
 }
 
-cr_engine *cr_engine_start(const cr_backend *b, const cr_config *c, char *err, size_t errlen)
+/* Triton's dynamic batcher settings, from the configuration. */
+static void set_take_policy(cr_engine *e, const cr_config *c)
 {
+    int n = cr_config_preferred(c, e->preferred, (int)(sizeof e->preferred / sizeof e->preferred[0]));
+    n = n > (int)(sizeof e->preferred / sizeof e->preferred[0]) ? (int)(sizeof e->preferred / sizeof e->preferred[0]) : n;
+    for (int i = 1; i < n; i++) /* ascending, as the take looks from the largest down */
+        for (int k = i; k > 0 && e->preferred[k] < e->preferred[k - 1]; k--) {
+            int t = e->preferred[k];
+            e->preferred[k] = e->preferred[k - 1];
+            e->preferred[k - 1] = t;
+        }
+    e->take = (cr_take_policy){.max = c->batch_max > 0 ? c->batch_max : 1, .delay_s = c->batch_delay_us / 1e6,
+                               .preferred = e->preferred, .n_preferred = n > 0 ? n : 0};
+}
+
+static int start_threads(cr_engine *e, char *err, size_t errlen)
+{
+    for (int i = 0; i < e->n_workers; i++) {
+        if (pthread_create(&e->workers[i].thread, NULL, cr_worker_main, &e->workers[i]))
+            return snprintf(err, errlen, "cannot start worker thread %d", i), -1;
+        e->workers[i].started = true;
+    }
+    return 0;
+}
+
+cr_engine *cr_engine_start(const cr_backend *b, cr_config *c, char *err, size_t errlen)
+{
+    cr_machine m;
+    char line[320];
+    cr_machine_read(&m);
+    cr_config_size(c, &m, b->id != CR_BACKEND_CPU);
     cr_engine *e = calloc(1, sizeof *e);
     if (!e)
         return snprintf(err, errlen, "out of memory"), NULL;
     e->b = b;
     e->cfg = c;
     pthread_mutex_init(&e->current_mu, NULL);
-    if (cr_queue_init(&e->q, c->queue_depth) < 0) {
-        snprintf(err, errlen, "cannot create the job queue");
+    pthread_mutex_init(&e->device_mu, NULL);
+    set_take_policy(e, c);
+    if (b->init(c->workers, err, errlen) != CR_OK) {
+        pthread_mutex_destroy(&e->current_mu);
+        pthread_mutex_destroy(&e->device_mu);
         free(e);
         return NULL;
     }
-    if (b->init(c->workers, err, errlen) != CR_OK)
-        goto fail_queue;
     if (probe_devices(e, err, errlen) < 0 || create_workers(e, err, errlen) < 0)
-        goto fail_backend;
-    if (cr_autotune(b, e->workers[0].bw, b->id != CR_BACKEND_CPU, &e->auto_table, err, errlen) != CR_OK)
-        goto fail_backend;
-    for (int i = 0; i < e->n_workers; i++) {
-        if (pthread_create(&e->workers[i].thread, NULL, worker_main, &e->workers[i])) {
-            snprintf(err, errlen, "cannot start worker thread %d", i);
-            cr_engine_stop(e);
-            return NULL;
-        }
-        e->workers[i].started = true;
+        goto fail;
+    if (!c->queue_depth)
+        c->queue_depth = 64 * e->n_workers > 256 ? 64 * e->n_workers : 256;
+    if (cr_queue_init(&e->q, c->queue_depth) < 0) {
+        snprintf(err, errlen, "cannot create the job queue");
+        goto fail;
     }
+    e->q_ready = true;
+    if (cr_autotune(b, e->workers[0].bw, b->id != CR_BACKEND_CPU, &e->auto_table, err, errlen) != CR_OK ||
+        start_threads(e, err, errlen) < 0)
+        goto fail;
+    cr_config_describe(c, &m, line, sizeof line);
+    cr_log("info", "%s", line);
     return e;
-fail_backend:
-    for (int i = 0; i < e->n_workers; i++)
-        b->worker_destroy(e->workers[i].bw);
-    free(e->workers);
-    b->shutdown();
-fail_queue:
-    cr_queue_destroy(&e->q);
-    free(e);
+fail:
+    cr_engine_stop(e);
     return NULL;
 }
 
@@ -358,15 +378,20 @@ void cr_engine_stop(cr_engine *e)
 {
     if (!e)
         return;
-    cr_queue_close(&e->q);
+    if (e->q_ready)
+        cr_queue_close(&e->q);
     for (int i = 0; i < e->n_workers; i++)
         if (e->workers[i].started)
             pthread_join(e->workers[i].thread, NULL);
-    for (int i = 0; i < e->n_workers; i++)
+    for (int i = 0; i < e->n_workers; i++) {
         e->b->worker_destroy(e->workers[i].bw);
+        free_lanes(&e->workers[i]);
+    }
     e->b->shutdown();
-    cr_queue_destroy(&e->q);
+    if (e->q_ready)
+        cr_queue_destroy(&e->q);
     pthread_mutex_destroy(&e->current_mu);
+    pthread_mutex_destroy(&e->device_mu);
     free(e->workers);
     free(e->auto_table.rows);
     free(e);

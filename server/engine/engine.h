@@ -14,8 +14,9 @@
 
 typedef struct cr_engine cr_engine;
 
-/* Initialises the backend, creates its workers, measures the auto table. NULL with err. */
-cr_engine *cr_engine_start(const cr_backend *b, const cr_config *c, char *err, size_t errlen);
+/* Sizes what c left to "auto" from the machine (server/machine.h), initialises the backend,
+ * creates its workers, measures the auto table. NULL with err. */
+cr_engine *cr_engine_start(const cr_backend *b, cr_config *c, char *err, size_t errlen);
 /* Closes the queue, lets the workers finish what is queued, joins them, shuts the backend. */
 void cr_engine_stop(cr_engine *e);
 

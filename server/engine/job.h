@@ -39,6 +39,10 @@ struct cr_job {
     _Atomic int state;            /* cr_job_state */
     volatile int cancel;          /* set by DELETE, client disconnect or deadline */
     bool ran;                     /* a worker ran its kernel (req.task.kernel) */
+    bool batchable;               /* may share a launch with queued jobs of its batch_key */
+    cr_batch_key batch_key;
+    int batch;                    /* jobs in the launch it ran in (1: alone) */
+    uint32_t devices_tried;       /* devices that had no room for it (bit per device) */
     char device[128];
     cr_phase_ms ms;
     double enqueued_at, started_at, finished_at, deadline; /* monotonic seconds; deadline 0: none */

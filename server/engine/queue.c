@@ -5,6 +5,8 @@
 #include <math.h>
 #include <time.h>
 
+#include "server/clock.h"
+
 int cr_queue_init(cr_queue *q, int capacity)
 {
     pthread_condattr_t ca;
@@ -44,28 +46,10 @@ int cr_queue_push(cr_queue *q, cr_job *j)
             q->head = j;
         q->tail = j;
         q->length++;
-        pthread_cond_signal(&q->nonempty);
+        pthread_cond_broadcast(&q->nonempty); /* waiters differ: devices, batch keys */
     }
     pthread_mutex_unlock(&q->mu);
     return rc;
-}
-
-cr_job *cr_queue_pop(cr_queue *q)
-{
-    pthread_mutex_lock(&q->mu);
-    while (!q->head && !q->closed)
-        pthread_cond_wait(&q->nonempty, &q->mu);
-    cr_job *j = q->head;
-    if (j) {
-        q->head = j->next;
-        if (!q->head)
-            q->tail = NULL;
-        j->next = NULL;
-        q->length--;
-        q->running++;
-    }
-    pthread_mutex_unlock(&q->mu);
-    return j;
 }
 
 static void signal_if_idle(cr_queue *q)
@@ -74,11 +58,134 @@ static void signal_if_idle(cr_queue *q)
         pthread_cond_broadcast(&q->idle);
 }
 
-void cr_queue_done(cr_queue *q)
+void cr_queue_done(cr_queue *q, int n)
 {
     pthread_mutex_lock(&q->mu);
-    q->running--;
+    q->running -= n;
     signal_if_idle(q);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void unlink_after(cr_queue *q, cr_job *prev, cr_job *j)
+{
+    if (prev)
+        prev->next = j->next;
+    else
+        q->head = j->next;
+    if (q->tail == j)
+        q->tail = prev;
+    j->next = NULL;
+    q->length--;
+    q->running++;
+}
+
+static bool may_take(const cr_take_policy *p, const cr_job *j)
+{
+    return !(j->devices_tried & (1u << (p->device & 31)));
+}
+
+/* How many of `have` compatible jobs make a ready batch now; 0: wait for more. */
+static int ready_size(const cr_take_policy *p, int have, const cr_job *oldest, double now)
+{
+    if (have >= p->max)
+        return p->max;
+    for (int i = p->n_preferred - 1; i >= 0; i--)
+        if (p->preferred[i] <= have)
+            return p->preferred[i];
+    return now >= oldest->enqueued_at + p->delay_s ? have : 0;
+}
+
+static bool same_batch(const cr_take_policy *p, const cr_job *leader, const cr_job *j)
+{
+    return may_take(p, j) && j->batchable && cr_batch_key_equal(&j->batch_key, &leader->batch_key);
+}
+
+/* Unlinks up to `want` jobs of leader's batch, oldest first, into out[]. */
+static int unlink_batch(cr_queue *q, const cr_take_policy *p, cr_job *leader, int want, cr_job **out)
+{
+    int n = 0;
+    for (cr_job *j = q->head, *before = NULL; j && n < want;) {
+        cr_job *next = j->next;
+        if (j == leader || (n > 0 && same_batch(p, leader, j))) {
+            unlink_after(q, before, j);
+            out[n++] = j;
+        } else {
+            before = j;
+        }
+        j = next;
+    }
+    return n;
+}
+
+/* Under the lock: the oldest ready work this worker may take (a job that runs alone, or a batch
+ * that is ready), unlinked into out[]. A batch still waiting for partners does not hold up the
+ * jobs behind it: the next leaders (oldest jobs of other keys) are looked at too, a few of them.
+ * *wake: when the earliest waiting batch becomes ready (0: none waits). */
+#define MAX_LEADERS 8
+static int take_locked(cr_queue *q, const cr_take_policy *p, cr_job **out, double *wake)
+{
+    const cr_job *seen[MAX_LEADERS];
+    int n_seen = 0;
+    double now = cr_now();
+    for (cr_job *j = q->head; j && n_seen < MAX_LEADERS; j = j->next) {
+        if (!may_take(p, j))
+            continue;
+        if (!j->batchable || p->max <= 1)
+            return unlink_batch(q, p, j, 1, out);
+        bool follower = false;
+        for (int i = 0; i < n_seen && !follower; i++)
+            follower = same_batch(p, seen[i], j);
+        if (follower)
+            continue;
+        seen[n_seen++] = j;
+        int have = 0;
+        for (const cr_job *k = j; k && have < p->max; k = k->next)
+            have += k == j || same_batch(p, j, k);
+        int want = ready_size(p, have, j, now);
+        if (want)
+            return unlink_batch(q, p, j, want, out);
+        double at = j->enqueued_at + p->delay_s;
+        *wake = *wake == 0.0 || at < *wake ? at : *wake;
+    }
+    return 0;
+}
+
+int cr_queue_take(cr_queue *q, const cr_take_policy *p, bool block, cr_job **out)
+{
+    int n = 0;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        double wake = 0.0;
+        if ((n = take_locked(q, p, out, &wake)) > 0)
+            break;
+        /* closed: once nothing this worker may take is left, it is done */
+        if (q->closed && (q->length == 0 || wake == 0.0)) {
+            n = -1;
+            break;
+        }
+        if (!block)
+            break;
+        if (wake > 0.0) {
+            struct timespec ts = {.tv_sec = (time_t)wake, .tv_nsec = (long)((wake - floor(wake)) * 1e9)};
+            pthread_cond_timedwait(&q->nonempty, &q->mu, &ts);
+        } else {
+            pthread_cond_wait(&q->nonempty, &q->mu);
+        }
+    }
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+void cr_queue_requeue(cr_queue *q, cr_job *j)
+{
+    pthread_mutex_lock(&q->mu);
+    j->next = q->head;
+    q->head = j;
+    if (!q->tail)
+        q->tail = j;
+    q->length++;
+    q->running--;
+    pthread_cond_broadcast(&q->nonempty);
     pthread_mutex_unlock(&q->mu);
 }
 

@@ -22,11 +22,25 @@ int cr_queue_init(cr_queue *q, int capacity);
 void cr_queue_destroy(cr_queue *q);
 /* 0 on success; -1 when full, -2 when closed. The queue does not take a reference. */
 int cr_queue_push(cr_queue *q, cr_job *j);
-/* Blocks until a job is there (returns it, counted as running) or the queue is closed and
- * empty (returns NULL). */
-cr_job *cr_queue_pop(cr_queue *q);
-/* The worker finished the job it popped. */
-void cr_queue_done(cr_queue *q);
+/* How a worker takes work, after Triton's dynamic batcher: the oldest job it may run and, when
+ * that job can share a launch (j->batchable), the queued jobs with its batch key, oldest first,
+ * up to `max`. A batch is ready at `max` jobs, at the largest preferred size there are enough
+ * jobs for, or once its oldest job has waited `delay_s`; until then it waits for partners. */
+typedef struct {
+    int max;                /* >= 1 */
+    double delay_s;
+    const int *preferred;   /* ascending; may be empty */
+    int n_preferred;
+    int device;             /* skips jobs that already failed for want of memory on it */
+} cr_take_policy;
+
+/* Takes a job or a batch into out[] (room for p->max), counted as running: returns how many,
+ * 0 when nothing is ready and !block, -1 when the queue is closed and empty. */
+int cr_queue_take(cr_queue *q, const cr_take_policy *p, bool block, cr_job **out);
+/* Puts a taken job back at the head (another device may have room for it). */
+void cr_queue_requeue(cr_queue *q, cr_job *j);
+/* The worker finished n of the jobs it took. */
+void cr_queue_done(cr_queue *q, int n);
 /* Removes a job still waiting (cancel); true when it was there. */
 bool cr_queue_remove(cr_queue *q, cr_job *j);
 void cr_queue_close(cr_queue *q);

@@ -14,6 +14,7 @@
 #include "server/http/respond.h"
 #include "server/http/submit.h"
 #include "server/http/upload.h"
+#include "server/machine.h"
 
 enum MHD_Result cr_route_healthz(cr_conn *c)
 {
@@ -59,6 +60,17 @@ static cJSON *limits_json(const cr_config *cfg)
     cJSON_AddNumberToObject(l, "max_bins", cfg->max_bins);
     cJSON_AddNumberToObject(l, "queue_depth", cfg->queue_depth);
     cJSON_AddNumberToObject(l, "workers", cfg->workers);
+    cJSON_AddNumberToObject(l, "http_threads", cfg->http_threads);
+    cJSON_AddNumberToObject(l, "batch_max", cfg->batch_max);
+    cJSON_AddNumberToObject(l, "batch_delay_us", cfg->batch_delay_us);
+    int sizes[16], n = cr_config_preferred(cfg, sizes, 16);
+    cJSON *pref = cJSON_CreateArray();
+    for (int i = 0; i < n && i < 16; i++)
+        cJSON_AddItemToArray(pref, cJSON_CreateNumber(sizes[i]));
+    cJSON_AddItemToObject(l, "batch_preferred", pref);
+    cr_machine m;
+    cr_machine_read(&m);
+    cJSON_AddNumberToObject(l, "cpus", m.cpus);
     cJSON_AddNumberToObject(l, "job_timeout_ms", (double)cfg->job_timeout_ms);
     cJSON_AddNumberToObject(l, "result_ttl_s", cfg->result_ttl_s);
     return l;

@@ -126,6 +126,8 @@ static void kb_header(cr_jbuf *b, const cr_job *j, const cr_ks_spec *s, const ch
     cr_jbuf_string(b, backend);
     cr_jbuf_lit(b, ",\"device\":");
     cr_jbuf_string(b, j->device);
+    cr_jbuf_lit(b, ",\"batch\":");
+    cr_jbuf_u64(b, (uint64_t)(j->batch > 0 ? j->batch : 1));
     cr_jbuf_lit(b, "},\"outputs\":[");
     bool first = true;
     for (int k = 0; k < s->model->n_outputs; k++) {

@@ -23,8 +23,14 @@ typedef struct {
     uint64_t count;
 } histogram;
 
+/* Batch sizes: powers of two up to the largest --batch-max. */
+static const int batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+#define N_BATCH_BOUNDS (sizeof batch_bounds / sizeof batch_bounds[0])
+
 static struct {
     _Atomic uint64_t requests[CR_ROUTE_COUNT][N_CODES];
+    _Atomic uint64_t batch[CR_METRICS_MAX_DEVICES][N_BATCH_BOUNDS + 1]; /* last: +Inf */
+    _Atomic uint64_t batch_jobs[CR_METRICS_MAX_DEVICES];
     _Atomic uint64_t bytes_in;
     pthread_mutex_t mu; /* guards durations and flops */
     histogram durations[CR_OP_COUNT][N_PHASES];
@@ -38,6 +44,11 @@ void cr_metrics_reset(void)
         for (int c = 0; c < N_CODES; c++)
             atomic_store(&m.requests[r][c], 0);
     atomic_store(&m.bytes_in, 0);
+    for (int d = 0; d < CR_METRICS_MAX_DEVICES; d++) {
+        for (size_t i = 0; i <= N_BATCH_BOUNDS; i++)
+            atomic_store(&m.batch[d][i], 0);
+        atomic_store(&m.batch_jobs[d], 0);
+    }
     memset(m.durations, 0, sizeof m.durations);
     memset(m.flops, 0, sizeof m.flops);
     pthread_mutex_unlock(&m.mu);
@@ -50,6 +61,17 @@ void cr_metrics_request(cr_route_label route, int http_status)
 }
 
 void cr_metrics_bytes_in(uint64_t n) { atomic_fetch_add_explicit(&m.bytes_in, n, memory_order_relaxed); }
+
+void cr_metrics_batch(int device, int n)
+{
+    if (device < 0 || device >= CR_METRICS_MAX_DEVICES || n < 1)
+        return;
+    size_t i = 0;
+    while (i < N_BATCH_BOUNDS && n > batch_bounds[i])
+        i++;
+    atomic_fetch_add_explicit(&m.batch[device][i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m.batch_jobs[device], (uint64_t)n, memory_order_relaxed);
+}
 
 static void observe(histogram *h, double seconds)
 {
@@ -156,6 +178,51 @@ static void render_durations(text *t)
         put(t, "crunchd_flops_total{op=\"%s\"} %.17g\n", cr_op_name((cr_op)op), m.flops[op]);
 }
 
+static void put_device(text *t, const char *metric, const char *name)
+{
+    put(t, "%s{device=\"", metric);
+    put_label_value(t, name);
+    put(t, "\"");
+}
+
+/* Per device: jobs, launches, busy time and the batch-size histogram, so an operator sees how
+ * work spreads over the GPUs and how well it batches. */
+static void render_devices(text *t, const cr_metrics_gauges *g)
+{
+    static const struct { const char *name, *help; } c[] = {
+        {"crunchd_device_jobs_total", "Jobs run on the device."},
+        {"crunchd_device_launches_total", "Launches on the device: a job alone, or one batch of jobs."},
+        {"crunchd_device_busy_seconds_total", "Wall time with at least one launch in flight on the device."},
+    };
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        put(t, "# HELP %s %s\n# TYPE %s counter\n", c[k].name, c[k].help, c[k].name);
+        for (int d = 0; d < g->n_devices; d++) {
+            put_device(t, c[k].name, g->dev[d].name);
+            if (k == 2)
+                put(t, "} %.6f\n", g->dev[d].busy_s);
+            else
+                put(t, "} %llu\n", (unsigned long long)(k == 0 ? g->dev[d].jobs : g->dev[d].launches));
+        }
+    }
+    put(t, "# HELP crunchd_batch_size Jobs per launch, by device (1: a job that ran alone).\n"
+           "# TYPE crunchd_batch_size histogram\n");
+    for (int d = 0; d < g->n_devices; d++) {
+        uint64_t cum = 0;
+        for (size_t i = 0; i <= N_BATCH_BOUNDS; i++) {
+            cum += atomic_load_explicit(&m.batch[d][i], memory_order_relaxed);
+            put_device(t, "crunchd_batch_size_bucket", g->dev[d].name);
+            if (i < N_BATCH_BOUNDS)
+                put(t, ",le=\"%d\"} %llu\n", batch_bounds[i], (unsigned long long)cum);
+            else
+                put(t, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+        }
+        put_device(t, "crunchd_batch_size_sum", g->dev[d].name);
+        put(t, "} %llu\n", (unsigned long long)atomic_load(&m.batch_jobs[d]));
+        put_device(t, "crunchd_batch_size_count", g->dev[d].name);
+        put(t, "} %llu\n", (unsigned long long)cum);
+    }
+}
+
 static void render_gauges(text *t, const cr_metrics_gauges *g)
 {
     put(t, "# HELP crunchd_bytes_in_total Request body bytes received.\n"
@@ -202,6 +269,7 @@ char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len)
     render_durations(&t);
     pthread_mutex_unlock(&m.mu);
     render_gauges(&t, g);
+    render_devices(&t, g);
     if (t.oom) {
         free(t.p);
         return NULL;

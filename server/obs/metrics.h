@@ -18,7 +18,13 @@ typedef enum { CR_ROUTE_GEMM, CR_ROUTE_ATA, CR_ROUTE_HISTOGRAM, CR_ROUTE_JOBS, C
 typedef struct {
     int queued, running;
     int n_devices;
-    struct { char name[128]; uint64_t used_bytes; bool ready; } dev[CR_METRICS_MAX_DEVICES];
+    struct {
+        char name[128];
+        uint64_t used_bytes;
+        bool ready;
+        uint64_t jobs, launches; /* jobs run there, and the launches (alone or batched) they took */
+        double busy_s;           /* wall time with at least one launch in flight there */
+    } dev[CR_METRICS_MAX_DEVICES];
     const char *backend;
     const char *version;
     const char *cuda;     /* CUDA runtime version, "none" on CPU-only builds */
@@ -30,6 +36,8 @@ void cr_metrics_reset(void);
 void cr_metrics_request(cr_route_label route, int http_status);
 void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops);
 void cr_metrics_bytes_in(uint64_t n);
+/* A launch of n jobs on device `device` (1: a job alone). */
+void cr_metrics_batch(int device, int n);
 /* The exposition text, malloc'd; NULL on ENOMEM. */
 char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len);
 

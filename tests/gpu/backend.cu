@@ -217,7 +217,7 @@ static void test_every_kernel(void)
 {
     size_t n = 0;
     const cr_kernel *list = cr_kernels(B, &n);
-    expect(n == 16, "kernel list has 16 kernels");
+    expect(n == 18, "kernel list has 18 kernels");
     for (size_t i = 0; i < n; i++)
         for (int d = 0; d < CR_DT_COUNT; d++) {
             if (!(list[i].dtypes & CR_DT_BIT(d)))
@@ -404,6 +404,209 @@ static void test_refusals(void)
     expect(run(&t, NULL, err) == CR_OK, "the same task without cancel runs", err);
 }
 
+/* ---- batches: cr_backend.batch_launch / batch_wait (kernels/cuda/cuda_batch.cu) ---- */
+
+/* n GEMM of one shape (the batch key) with their own inputs; checked one by one. */
+struct gemm_batch {
+    std::vector<mat> a, b, c;
+    std::vector<std::vector<char>> out;
+    std::vector<std::vector<double>> ref;
+    std::vector<cr_task> t;
+    std::vector<cr_task *> tp;
+};
+
+static void make_gemm_batch(gemm_batch &g, int n, int64_t m, int64_t nn, int64_t kk, bool ta, bool with_c,
+                            cr_dtype dt, cr_precision prec)
+{
+    const cr_kernel *row = K(CR_OP_GEMM, prec == CR_PREC_TF32 ? "cublas-tf32" : "cublas");
+    g.t.resize(n);
+    for (int i = 0; i < n; i++) {
+        g.a.push_back(make_mat(ta ? kk : m, ta ? m : kk, dt));
+        g.b.push_back(make_mat(kk, nn, dt));
+        g.c.push_back(make_mat(m, nn, dt));
+        std::vector<double> ref(m * nn);
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t j = 0; j < nn; j++) {
+                double s = 0;
+                for (int64_t p = 0; p < kk; p++)
+                    s += g.a[i].v[ta ? p * m + r : r * kk + p] * g.b[i].v[p * nn + j];
+                ref[r * nn + j] = 2.0 * s + (with_c ? 0.5 * g.c[i].v[r * nn + j] : 0.0);
+            }
+        g.ref.push_back(ref);
+        g.out.emplace_back(m * nn * cr_dtype_size(dt), (char)0xff);
+    }
+    for (int i = 0; i < n; i++) {
+        cr_task &t = g.t[i];
+        t = {};
+        t.op = CR_OP_GEMM;
+        t.dtype = dt;
+        t.precision = prec;
+        t.kernel = row;
+        t.u.gemm = {m, nn, kk, ta, false, 2.0, 0.5, g.a[i].raw.data(), g.b[i].raw.data(),
+                    with_c ? g.c[i].raw.data() : NULL, g.out[i].data()};
+        g.tp.push_back(&t);
+    }
+}
+
+static void check_gemm_batch(const char *what, gemm_batch &g, const cr_status *st, double tol)
+{
+    for (size_t i = 0; i < g.t.size(); i++) {
+        char detail[160];
+        double e = rel_error(g.out[i], g.ref[i], g.t[i].dtype);
+        snprintf(detail, sizeof detail, "job %zu: status %s, rel error %.3g", i, cr_status_name(st[i]), e);
+        expect(st[i] == CR_OK && e <= tol, what, detail);
+    }
+}
+
+static void test_batches_gemm(void)
+{
+    struct { int n; int64_t m, nn, kk; bool ta, c; cr_dtype dt; cr_precision prec; } cases[] = {
+        {32, 64, 64, 64, false, false, CR_DT_F32, CR_PREC_DEFAULT},
+        {7, 17, 5, 33, true, true, CR_DT_F32, CR_PREC_DEFAULT},
+        {1, 9, 9, 9, false, true, CR_DT_F64, CR_PREC_DEFAULT},
+        {16, 16, 16, 16, false, false, CR_DT_F64, CR_PREC_DEFAULT},
+        {5, 31, 29, 47, true, false, CR_DT_F32, CR_PREC_TF32},
+    };
+    for (auto &c : cases) {
+        gemm_batch g;
+        make_gemm_batch(g, c.n, c.m, c.nn, c.kk, c.ta, c.c, c.dt, c.prec);
+        std::vector<cr_status> st(c.n, CR_E_INTERNAL);
+        std::vector<cr_timings> tm(c.n);
+        char err[256] = "", what[128];
+        snprintf(what, sizeof what, "batch of %d gemm %lldx%lldx%lld ta=%d c=%d %s %s", c.n, (long long)c.m,
+                 (long long)c.nn, (long long)c.kk, c.ta, c.c, cr_dtype_name(c.dt),
+                 c.prec == CR_PREC_TF32 ? "tf32" : "fp32");
+        expect(B->batch_launch(W, 0, g.tp.data(), c.n, st.data(), err, sizeof err) == CR_OK, what, err);
+        B->batch_wait(W, 0, st.data(), tm.data(), err, sizeof err);
+        double tol = c.prec == CR_PREC_TF32 ? 5e-3 : c.dt == CR_DT_F32 ? 1e-5 : 1e-12;
+        check_gemm_batch(what, g, st.data(), tol);
+        expect(tm[0].device[0] && tm[0].kernel_ms >= 0 && tm[c.n - 1].kernel_ms == tm[0].kernel_ms,
+               "a batch's jobs share its timings");
+    }
+}
+
+/* Two lanes in flight at once: the second batch launched before the first is waited for. */
+static void test_batches_two_lanes(void)
+{
+    gemm_batch g0, g1;
+    make_gemm_batch(g0, 12, 48, 40, 56, false, true, CR_DT_F32, CR_PREC_DEFAULT);
+    make_gemm_batch(g1, 20, 48, 40, 56, false, false, CR_DT_F32, CR_PREC_DEFAULT);
+    std::vector<cr_status> s0(12), s1(20);
+    std::vector<cr_timings> t0(12), t1(20);
+    char err[256] = "";
+    expect(B->batch_lanes >= 2, "two lanes");
+    expect(B->batch_launch(W, 0, g0.tp.data(), 12, s0.data(), err, sizeof err) == CR_OK, "lane 0 launch", err);
+    expect(B->batch_launch(W, 1, g1.tp.data(), 20, s1.data(), err, sizeof err) == CR_OK, "lane 1 launch", err);
+    B->batch_wait(W, 0, s0.data(), t0.data(), err, sizeof err);
+    B->batch_wait(W, 1, s1.data(), t1.data(), err, sizeof err);
+    check_gemm_batch("two lanes: lane 0", g0, s0.data(), 1e-5);
+    check_gemm_batch("two lanes: lane 1", g1, s1.data(), 1e-5);
+    /* the worker's own stream still works after its cuBLAS handle followed the lanes */
+    test_gemm(K(CR_OP_GEMM, "cublas"), CR_DT_F32);
+}
+
+static void test_batches_ata(void)
+{
+    for (int trans = 0; trans < 2; trans++) {
+        const int n = 9;
+        const int64_t m = 21, c = 13;
+        std::vector<mat> a;
+        std::vector<std::vector<char>> stored, out;
+        std::vector<std::vector<double>> ref;
+        std::vector<cr_task> t(n);
+        std::vector<cr_task *> tp;
+        for (int i = 0; i < n; i++) {
+            a.push_back(make_mat(m, c, CR_DT_F64));
+            stored.push_back(a[i].raw);
+            if (trans)
+                for (int64_t r = 0; r < m; r++)
+                    for (int64_t k = 0; k < c; k++)
+                        memcpy(&stored[i][(k * m + r) * 8], &a[i].raw[(r * c + k) * 8], 8);
+            std::vector<double> rf(c * c, 0.0);
+            for (int64_t p = 0; p < m; p++)
+                for (int64_t x = 0; x < c; x++)
+                    for (int64_t y = 0; y < c; y++)
+                        rf[x * c + y] += a[i].v[p * c + x] * a[i].v[p * c + y];
+            ref.push_back(rf);
+            out.emplace_back(c * c * 8, (char)0xff);
+        }
+        for (int i = 0; i < n; i++) {
+            t[i] = {};
+            t[i].op = CR_OP_ATA;
+            t[i].dtype = CR_DT_F64;
+            t[i].kernel = K(CR_OP_ATA, "cublas-batched");
+            t[i].u.ata = {m, c, (bool)trans, stored[i].data(), out[i].data()};
+            tp.push_back(&t[i]);
+        }
+        std::vector<cr_status> st(n);
+        std::vector<cr_timings> tm(n);
+        char err[256] = "";
+        B->batch_launch(W, 1, tp.data(), n, st.data(), err, sizeof err);
+        B->batch_wait(W, 1, st.data(), tm.data(), err, sizeof err);
+        for (int i = 0; i < n; i++) {
+            char detail[320];
+            double e = rel_error(out[i], ref[i], CR_DT_F64);
+            snprintf(detail, sizeof detail, "trans=%d job %d: %s, rel error %.3g %s", trans, i,
+                     cr_status_name(st[i]), e, err);
+            expect(st[i] == CR_OK && e <= 1e-12, "batch of ata float64", detail);
+        }
+    }
+}
+
+/* Histograms of different lengths (0 and 1 included) and ranges, byte-identity ones among them,
+ * in one launch. */
+static void test_batches_hist(cr_dtype dt)
+{
+    const int n = 11, bins = dt == CR_DT_U8 ? 256 : 37;
+    std::vector<std::vector<char>> data;
+    std::vector<std::vector<uint64_t>> want, got;
+    std::vector<cr_task> t(n);
+    std::vector<cr_task *> tp;
+    for (int i = 0; i < n; i++) {
+        int64_t count = i == 0 ? 0 : i == 1 ? 1 : 997 * i + 13;
+        bool identity = dt == CR_DT_U8 && i % 2;
+        double lo = dt == CR_DT_U8 ? (identity ? 0 : 10) : -1.0 - 0.1 * i;
+        double hi = dt == CR_DT_U8 ? (identity ? 256 : 200) : 1.0 + 0.05 * i;
+        cr_hist_dev hd = {count, NULL, bins, lo, hi, NULL};
+        cr_hist_params p = {};
+        cr_hist_make_params(&hd, dt, &p);
+        data.emplace_back(count * cr_dtype_size(dt) + 1);
+        want.emplace_back(bins, 0);
+        got.emplace_back(bins, 7);
+        for (int64_t k = 0; k < count; k++) {
+            double x = dt == CR_DT_U8 ? (double)(unsigned char)uniform(0, 256) : uniform(-1.5, 1.5);
+            if (dt == CR_DT_U8)
+                ((unsigned char *)data[i].data())[k] = (unsigned char)x;
+            else if (dt == CR_DT_F32)
+                ((float *)data[i].data())[k] = (float)x, x = (float)x;
+            else
+                ((double *)data[i].data())[k] = x;
+            int b = identity ? (int)x : cr_hist_bin(x, p);
+            if (b >= 0)
+                want[i][b]++;
+        }
+        t[i] = {};
+        t[i].op = CR_OP_HISTOGRAM;
+        t[i].dtype = dt;
+        t[i].kernel = K(CR_OP_HISTOGRAM, "smem-batched");
+        t[i].u.hist = {count, data[i].data(), bins, lo, hi, got[i].data()};
+    }
+    for (auto &x : t)
+        tp.push_back(&x);
+    std::vector<cr_status> st(n);
+    std::vector<cr_timings> tm(n);
+    char err[256] = "", what[64];
+    snprintf(what, sizeof what, "batch of histograms %s", cr_dtype_name(dt));
+    B->batch_launch(W, 0, tp.data(), n, st.data(), err, sizeof err);
+    B->batch_wait(W, 0, st.data(), tm.data(), err, sizeof err);
+    for (int i = 0; i < n; i++) {
+        char detail[320];
+        snprintf(detail, sizeof detail, "job %d (%lld values): %s %s", i, (long long)t[i].u.hist.count,
+                 cr_status_name(st[i]), err);
+        expect(st[i] == CR_OK && got[i] == want[i], what, detail);
+    }
+}
+
 int main(void)
 {
     char err[256] = "";
@@ -425,6 +628,12 @@ int main(void)
     test_prefetch_hist();
     test_prefetch_gemm();
     test_prefetch_abandoned();
+    test_batches_gemm();
+    test_batches_two_lanes();
+    test_batches_ata();
+    test_batches_hist(CR_DT_U8);
+    test_batches_hist(CR_DT_F32);
+    test_batches_hist(CR_DT_F64);
     B->worker_destroy(W);
     B->shutdown();
     printf("backend: %d passed, %d failed\n", passed, failed);

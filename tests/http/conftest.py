@@ -3,6 +3,8 @@
 Environment:
   CRUNCHD_BIN      path of the daemon binary (default build/crunchd)
   CRUNCHD_BACKEND  cpu (default) or cuda: the --backend every daemon here is started with
+  CRUNCHD_TEST_ARGS  more flags for every daemon, e.g. "--batch-max 32 --batch-delay-us 2000" to
+                   run the whole suite with batching forced on (results must not change)
 
 Every daemon binds 127.0.0.1 on a free port (--port 0 --port-file), is awaited by polling the
 port file and then GET /readyz (bounded, never a fixed sleep), writes its stderr to a log file of
@@ -14,6 +16,7 @@ import math
 import os
 import pathlib
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -28,6 +31,7 @@ import requests
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("CRUNCHD_BIN") or str(ROOT / "build" / "crunchd")
 BACKEND = os.environ.get("CRUNCHD_BACKEND", "cpu")
+EXTRA_ARGS = shlex.split(os.environ.get("CRUNCHD_TEST_ARGS", ""))
 
 # Sanitizer builds are several times slower: scale every bounded wait, never the semantics.
 SLOW = 4.0 if ("asan" in BIN or os.environ.get("CRUNCHD_SLOW")) else 1.0
@@ -78,7 +82,7 @@ class Daemon:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRUNCHD_")}
         env.update(self.env_extra)
         cmd = [BIN, "--port", "0", "--port-file", str(self.port_file), "--bind", "127.0.0.1",
-               "--backend", BACKEND] + self.args
+               "--backend", BACKEND] + EXTRA_ARGS + self.args
         if self.port_file.exists():
             self.port_file.unlink()
         self._log = open(self.log_path, "wb")

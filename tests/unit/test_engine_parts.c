@@ -7,11 +7,130 @@
 #include "server/config.h"
 #include "server/engine/job_table.h"
 #include "server/engine/queue.h"
+#include "server/machine.h"
 
 static cr_job *new_job(void)
 {
     cr_request req = {0};
     return cr_job_new(&req, true);
+}
+
+static const cr_take_policy one = {.max = 1};
+
+/* One job, as a worker with batching off takes it (NULL when closed and empty). */
+static cr_job *take1(cr_queue *q)
+{
+    cr_job *j = NULL;
+    return cr_queue_take(q, &one, true, &j) == 1 ? j : NULL;
+}
+
+/* A job that may share a launch with the others of `key` (a stand-in shape). */
+static cr_job *batch_job(int key, double enqueued_at)
+{
+    cr_job *j = new_job();
+    j->batchable = true;
+    j->batch_key.m = key;
+    j->enqueued_at = enqueued_at;
+    return j;
+}
+
+static void release_all(cr_job **j, int n)
+{
+    for (int i = 0; i < n; i++)
+        cr_job_release(j[i]);
+}
+
+/* Triton's dynamic batcher rules: same key together, oldest first, up to max; a lone job or
+ * another key is not held up behind a batch that waits for partners; preferred sizes; the delay;
+ * a device that had no room for a job does not take it again. */
+static void test_queue_batches(void)
+{
+    cr_queue q;
+    cr_job *out[8], *j[8];
+    CHECK(cr_queue_init(&q, 16) == 0);
+    double now = cr_now();
+    j[0] = batch_job(64, now);
+    j[1] = batch_job(16, now);
+    j[2] = batch_job(64, now);
+    j[3] = new_job(); /* not batchable */
+    j[4] = batch_job(64, now);
+    for (int i = 0; i < 5; i++)
+        CHECK(cr_queue_push(&q, j[i]) == 0);
+    cr_take_policy p = {.max = 2};
+    CHECK(cr_queue_take(&q, &p, false, out) == 2 && out[0] == j[0] && out[1] == j[2]);
+    CHECK(cr_queue_take(&q, &p, false, out) == 1 && out[0] == j[1]); /* alone: no delay, take it */
+    CHECK(cr_queue_take(&q, &p, false, out) == 1 && out[0] == j[3]);
+    CHECK(cr_queue_take(&q, &p, false, out) == 1 && out[0] == j[4]);
+    CHECK(cr_queue_take(&q, &p, false, out) == 0);
+    cr_queue_done(&q, 5);
+    release_all(j, 5);
+
+    /* a delay holds a lone batchable job back, but not a non-batchable one behind it */
+    cr_take_policy wait = {.max = 4, .delay_s = 60};
+    j[0] = batch_job(64, now);
+    j[1] = new_job();
+    CHECK(cr_queue_push(&q, j[0]) == 0 && cr_queue_push(&q, j[1]) == 0);
+    CHECK(cr_queue_take(&q, &wait, false, out) == 1 && out[0] == j[1]);
+    CHECK(cr_queue_take(&q, &wait, false, out) == 0);
+    j[2] = batch_job(64, now), j[3] = batch_job(64, now), j[4] = batch_job(64, now);
+    for (int i = 2; i < 5; i++)
+        CHECK(cr_queue_push(&q, j[i]) == 0);
+    CHECK(cr_queue_take(&q, &wait, false, out) == 4 && out[0] == j[0] && out[3] == j[4]); /* max reached */
+    cr_queue_done(&q, 5);
+    release_all(j, 5);
+
+    /* preferred sizes: the largest one there are enough jobs for */
+    const int preferred[] = {2, 4};
+    cr_take_policy pref = {.max = 8, .delay_s = 60, .preferred = preferred, .n_preferred = 2};
+    for (int i = 0; i < 5; i++)
+        CHECK(cr_queue_push(&q, j[i] = batch_job(7, now)) == 0);
+    CHECK(cr_queue_take(&q, &pref, false, out) == 4);
+    CHECK(cr_queue_take(&q, &pref, false, out) == 0); /* one left, below every preferred size */
+    j[4]->enqueued_at = now - 61; /* its delay passed: it goes as it is */
+    CHECK(cr_queue_take(&q, &pref, false, out) == 1 && out[0] == j[4]);
+    cr_queue_done(&q, 5);
+    release_all(j, 5);
+
+    /* a job that found no room on device 0 is left for another device */
+    j[0] = new_job();
+    j[0]->devices_tried = 1u << 0;
+    CHECK(cr_queue_push(&q, j[0]) == 0);
+    cr_take_policy dev0 = {.max = 1, .device = 0}, dev1 = {.max = 1, .device = 1};
+    CHECK(cr_queue_take(&q, &dev0, false, out) == 0);
+    CHECK(cr_queue_take(&q, &dev1, false, out) == 1 && out[0] == j[0]);
+    cr_queue_requeue(&q, j[0]); /* back at the head, not running */
+    int queued, running;
+    cr_queue_counts(&q, &queued, &running);
+    CHECK(queued == 1 && running == 0);
+    cr_queue_close(&q);
+    CHECK(cr_queue_take(&q, &dev0, true, out) == -1); /* closed: nothing device 0 may take */
+    CHECK(cr_queue_take(&q, &dev1, true, out) == 1);
+    cr_queue_done(&q, 1);
+    cr_queue_destroy(&q);
+    cr_job_release(j[0]);
+}
+
+static void test_machine_sizing(void)
+{
+    CHECK(cr_cgroup_v2_quota("max 100000\n") == 0.0);
+    CHECK(cr_cgroup_v2_quota("150000 100000\n") == 1.5);
+    CHECK(cr_cgroup_v2_quota("garbage") == 0.0);
+    CHECK(cr_cgroup_v2_quota("100000 0") == 0.0);
+    cr_machine m = {.online = 16, .affinity = 16, .quota = 0, .cpus = 16};
+    cr_config gpu = {.batch_max = -1}, cpu = {.batch_max = -1}, set = {.workers = 7, .http_threads = 3, .batch_max = 0};
+    cr_config_size(&gpu, &m, true);
+    CHECK(gpu.http_threads == 16 && gpu.workers == 4 && gpu.batch_max == 32);
+    cr_config_size(&cpu, &m, false);
+    CHECK(cpu.http_threads == 16 && cpu.workers == 8 && cpu.batch_max == 0);
+    cr_config_size(&set, &m, true); /* what was set stays */
+    CHECK(set.workers == 7 && set.http_threads == 3 && set.batch_max == 0);
+    cr_machine small = {.online = 64, .affinity = 64, .quota = 1.5, .cpus = 2};
+    cr_config q = {.batch_max = -1};
+    cr_config_size(&q, &small, true);
+    CHECK(q.http_threads == 2 && q.workers == 2);
+    cr_machine here;
+    cr_machine_read(&here);
+    CHECK(here.cpus >= 1 && here.cpus <= here.online);
 }
 
 static void test_queue_fifo_and_bounds(void)
@@ -25,17 +144,17 @@ static void test_queue_fifo_and_bounds(void)
     int queued, running;
     cr_queue_counts(&q, &queued, &running);
     CHECK(queued == 2 && running == 0);
-    CHECK(cr_queue_pop(&q) == a); /* FIFO */
+    CHECK(take1(&q) == a); /* FIFO */
     cr_queue_counts(&q, &queued, &running);
     CHECK(queued == 1 && running == 1);
     CHECK(!cr_queue_wait_idle(&q, cr_now() + 0.01));
     CHECK(cr_queue_remove(&q, b));
     CHECK(!cr_queue_remove(&q, b));
-    cr_queue_done(&q);
+    cr_queue_done(&q, 1);
     CHECK(cr_queue_wait_idle(&q, cr_now() + 0.01));
     cr_queue_close(&q);
     CHECK(cr_queue_push(&q, c) == -2);
-    CHECK(cr_queue_pop(&q) == NULL); /* closed and empty: workers stop */
+    CHECK(take1(&q) == NULL); /* closed and empty: workers stop */
     cr_queue_destroy(&q);
     cr_job_release(a);
     cr_job_release(b);
@@ -55,10 +174,9 @@ static void test_queue_expiry(void)
     CHECK(cr_queue_take_expired(&q, 5.0) == NULL);
     cr_job *exp = cr_queue_take_expired(&q, 11.0);
     CHECK(exp == j[1] && exp->next == j[3] && j[3]->next == NULL);
-    CHECK(cr_queue_pop(&q) == j[0]);
-    CHECK(cr_queue_pop(&q) == j[2]);
-    cr_queue_done(&q);
-    cr_queue_done(&q);
+    CHECK(take1(&q) == j[0]);
+    CHECK(take1(&q) == j[2]);
+    cr_queue_done(&q, 2);
     cr_queue_destroy(&q);
     for (int i = 0; i < 4; i++)
         cr_job_release(j[i]);
@@ -147,6 +265,8 @@ int main(void)
 {
     test_queue_fifo_and_bounds();
     test_queue_expiry();
+    test_queue_batches();
+    test_machine_sizing();
     test_job_ids_are_uuid4();
     test_table_ttl_and_cap();
     test_config();

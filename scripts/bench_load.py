@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""Jobs/s and latency under concurrent load, crunchd against the obvious alternative (make bench-load).
+
+Starts crunchd (its defaults, --backend CRUNCHD_BACKEND) and bench/alt_server.py (aiohttp +
+NumPy, one process per core), checks one answer of each server per row against NumPy, then loads
+both with wrk (bench/load/post.lua: one fixed body per row, POSTed on every request) for each row
+and number of connections. Prints a table and the targets, writes the CSV and a PNG beside it.
+
+  scripts/bench_load.py BUILD_DIR OUT_CSV
+
+Rows: gemm{16,64,256}_json and _npy (multipart .npy in, Accept: application/x-npy out),
+hist1k_json (1024 uint8 values), ata64_json. JSON numbers are float32 in their shortest repr,
+uniform in [-1, 1), as numpy prints them (bench/json_bench.c uses the same form).
+
+Environment:
+  CRUNCHD_BIN             the daemon (default BUILD_DIR/crunchd)
+  CRUNCHD_BACKEND         cpu (default) or cuda
+  CRUNCHD_LOAD_ARGS       extra daemon flags, e.g. "--batch-max 32" (none: the defaults)
+  BENCH_LOAD_SECONDS      seconds per run (10); BENCH_LOAD_WARMUP seconds before each (1)
+  BENCH_LOAD_ROWS         comma-separated row names (all);  BENCH_LOAD_CONNS  e.g. 64 (1,16,64,256)
+  BENCH_LOAD_ALT_WORKERS  alternative's processes (CPU count); 0 leaves the alternative out
+  BENCH_LOAD_CODES=1      count every status code in wrk's Lua (slows wrk on big answers)
+  WRK                     the wrk binary (default: wrk on PATH)
+"""
+import csv
+import importlib.util
+import io
+import json
+import os
+import pathlib
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+import numpy as np
+import requests
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "http"))
+LUA = ROOT / "bench" / "load" / "post.lua"
+ALT = ROOT / "bench" / "alt_server.py"
+NPY = "application/x-npy"
+BOUNDARY = "crunchd-bench-load-7f3a9c"
+
+ALL_ROWS = ["gemm16_json", "gemm64_json", "gemm256_json", "gemm16_npy", "gemm64_npy",
+            "gemm256_npy", "hist1k_json", "ata64_json"]
+ALL_CONNS = [1, 16, 64, 256]
+# (row, jobs/s at least, p99 ms at most) at 64 connections, and the ratio to the alternative
+TARGETS = [("gemm64_json", 25_000, 10.0), ("gemm16_json", 100_000, None),
+           ("gemm64_npy", 60_000, None), ("hist1k_json", 100_000, None)]
+TARGET_CONNS, TARGET_RATIO = 64, 5.0
+
+
+def env_list(name, default, kind=str):
+    v = os.environ.get(name, "").strip()
+    return [kind(x) for x in v.split(",") if x.strip()] if v else default
+
+
+# -- bodies ------------------------------------------------------------------------------------
+def json_matrix(m):
+    # str() of a float32 scalar is its shortest repr; tolist() would give 17-digit doubles
+    return "[" + ",".join("[" + ",".join(map(str, row)) + "]" for row in m) + "]"
+
+
+def npy_bytes(m):
+    buf = io.BytesIO()
+    np.save(buf, m)
+    return buf.getvalue()
+
+
+def multipart(parts):
+    out = b""
+    for name, m in parts.items():
+        out += (f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{name}"; '
+                f'filename="{name}.npy"\r\nContent-Type: application/octet-stream\r\n\r\n'
+                ).encode() + npy_bytes(m) + b"\r\n"
+    return out + f"--{BOUNDARY}--\r\n".encode()
+
+
+def make_row(name, tmp):
+    """The row's request (path, body file, Content-Type, Accept) and the answer NumPy expects."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()))  # fixed: every run sends the same
+    op, fmt = name.split("_")
+
+    def mat(n):
+        return rng.uniform(-1, 1, (n, n)).astype(np.float32)
+
+    accept = None
+    if op.startswith("gemm"):
+        n = int(op[4:])
+        a, b = mat(n), mat(n)
+        expect = a.astype(np.float64) @ b
+        path, k = "/v1/gemm", n
+        if fmt == "npy":
+            body, ctype, accept = multipart({"a": a, "b": b}), f"multipart/form-data; boundary={BOUNDARY}", NPY
+        else:
+            body, ctype = f'{{"a": {json_matrix(a)}, "b": {json_matrix(b)}}}'.encode(), "application/json"
+    elif op.startswith("ata"):
+        n = int(op[3:])
+        a = mat(n)
+        expect = a.T.astype(np.float64) @ a
+        path, k = "/v1/ata", n
+        body, ctype = f'{{"a": {json_matrix(a)}}}'.encode(), "application/json"
+    else:  # hist1k: 1024 bytes
+        data = rng.integers(0, 256, 1024)
+        expect = np.bincount(data, minlength=256)
+        path, k = "/v1/histogram", None
+        body, ctype = json.dumps({"data": data.tolist()}).encode(), "application/json"
+    f = tmp / f"{name}.body"
+    f.write_bytes(body)
+    return {"name": name, "path": path, "file": f, "size": len(body), "ctype": ctype,
+            "accept": accept, "expect": expect, "k": k}
+
+
+def check(base, row):
+    """One request, answer compared with NumPy: a fast wrong server must not win. None if right."""
+    headers = {"Content-Type": row["ctype"]} | ({"Accept": row["accept"]} if row["accept"] else {})
+    try:
+        r = requests.post(base + row["path"], data=row["file"].read_bytes(), headers=headers,
+                          timeout=60)
+    except requests.RequestException as e:
+        return repr(e)
+    if r.status_code != 200:
+        return f"HTTP {r.status_code}: {r.text[:200]}"
+    if r.headers.get("Content-Type", "").startswith(NPY):
+        got = np.load(io.BytesIO(r.content), allow_pickle=False)
+    else:
+        res = r.json()["result"]
+        got = np.asarray(res["counts"]) if "counts" in res else \
+            np.asarray(res["data"], np.float64).reshape(res["rows"], res["cols"])
+    want = row["expect"]
+    if got.shape != want.shape:
+        return f"shape {got.shape}, expected {want.shape}"
+    # float32 accumulation over k terms of magnitude <= 1; a wrong answer is off by O(1)
+    tol = 0 if row["k"] is None else 1e-5 * row["k"]
+    err = float(np.abs(got - want).max())
+    return None if err <= tol else f"max error {err:.3g} > {tol:.3g}"
+
+
+# -- load ----------------------------------------------------------------------------------------
+def wrk(base, row, conns, secs):
+    cmd = [WRK, "-t", str(min(4, conns)), "-c", str(conns), "-d", f"{secs}s", "--timeout", "10s",
+           "-s", str(LUA), base + row["path"], "--", str(row["file"]), row["ctype"],
+           row["accept"] or "-"] + (["codes"] if os.environ.get("BENCH_LOAD_CODES") == "1" else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 120)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("LOAD ")), None)
+    if line is None:
+        raise RuntimeError(f"{shlex.join(cmd)}: no result (rc {out.returncode}):\n"
+                           + out.stdout[-2000:] + out.stderr[-2000:])
+    r = json.loads(line[5:])
+    s = r["duration_us"] / 1e6
+    sock = r["connect"] + r["read"] + r["write"] + r["timeout"]
+    return {"jobs_s": (r["requests"] - r["status_errors"]) / s, "p50_ms": r["p50_us"] / 1e3,
+            "p90_ms": r["p90_us"] / 1e3, "p99_ms": r["p99_us"] / 1e3, "max_ms": r["max_us"] / 1e3,
+            "non2xx": r["status_errors"], "socket_errors": sock, "requests": r["requests"],
+            "codes": " ".join(f"{k}:{v}" for k, v in sorted(r["codes"].items()))}
+
+
+def measure(base, row, conns):
+    warm = float(os.environ.get("BENCH_LOAD_WARMUP", "1"))
+    if warm > 0:
+        wrk(base, row, conns, max(1, round(warm)))  # fills pools and caches; thrown away
+    return wrk(base, row, conns, int(os.environ.get("BENCH_LOAD_SECONDS", "10")))
+
+
+# -- servers -------------------------------------------------------------------------------------
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_alt(workers, tmp):
+    env = dict(os.environ)
+    if workers > 1:
+        # N processes each with a BLAS pool as wide as the machine would oversubscribe it: one
+        # BLAS thread per process, as a deployment of one worker per core sets
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    log = tmp / "alt_server.log"
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(ALT), "--port", str(port), "--workers",
+                             str(workers)], stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while "listening on" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_alt(proc)
+            raise RuntimeError("alt_server did not start:\n" + log.read_text()[-3000:])
+        time.sleep(0.05)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def stop_alt(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the workers go with it
+            proc.wait()
+
+
+# -- report --------------------------------------------------------------------------------------
+def fmt_row(r):
+    def side(prefix):
+        if f"{prefix}_jobs_s" not in r:
+            return f"{r.get(prefix + '_note', '-'):>32}"
+        flag = " ERR" if r[f"{prefix}_non2xx"] or r[f"{prefix}_socket_errors"] else ""
+        return (f"{r[prefix + '_jobs_s']:>10.0f} {r[prefix + '_p50_ms']:>7.2f} "
+                f"{r[prefix + '_p99_ms']:>7.2f} {r[prefix + '_non2xx'] + r[prefix + '_socket_errors']:>5}{flag}")
+    ratio = f"{r['ratio']:>6.1f}x" if r.get("ratio") else "      -"
+    return f"{r['row']:<13} {r['conns']:>5}  {side('crunchd')}  |  {side('alt')}  {ratio}"
+
+
+def targets(results):
+    at = {r["row"]: r for r in results if r["conns"] == TARGET_CONNS}
+    lines = []
+    for name, rate, p99 in TARGETS:
+        r = at.get(name)
+        if r is None or "crunchd_jobs_s" not in r:
+            lines.append(f"  {name} @{TARGET_CONNS}: not run")
+            continue
+        ok = r["crunchd_jobs_s"] >= rate and (p99 is None or r["crunchd_p99_ms"] <= p99) \
+            and not (r["crunchd_non2xx"] or r["crunchd_socket_errors"])
+        want = f">= {rate:,} jobs/s" + (f", p99 <= {p99} ms" if p99 else "")
+        lines.append(f"  {'PASS' if ok else 'FAIL'} {name} @{TARGET_CONNS}: "
+                     f"{r['crunchd_jobs_s']:,.0f} jobs/s, p99 {r['crunchd_p99_ms']:.2f} ms ({want})")
+    for name, r in at.items():
+        if r.get("ratio"):
+            errs = r["crunchd_non2xx"] + r["crunchd_socket_errors"]
+            ok = r["ratio"] >= TARGET_RATIO and not errs
+            lines.append(f"  {'PASS' if ok else 'FAIL'} {name} @{TARGET_CONNS}: {r['ratio']:.1f}x "
+                         f"the alternative (>= {TARGET_RATIO:.0f}x)"
+                         + (f", crunchd had {errs} errors" if errs else ""))
+    return lines
+
+
+def plot(results, png):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (make deps)")
+        return
+    rows = list(dict.fromkeys(r["row"] for r in results))
+    cols = min(4, len(rows))
+    fig, axes = plt.subplots((len(rows) + cols - 1) // cols, cols, squeeze=False,
+                             figsize=(4 * cols, 3.2 * ((len(rows) + cols - 1) // cols)))
+    for ax, name in zip(axes.flat, rows):
+        rs = [r for r in results if r["row"] == name]
+        for prefix, label in (("crunchd", "crunchd"), ("alt", "aiohttp + NumPy")):
+            pts = [(r["conns"], r[f"{prefix}_jobs_s"]) for r in rs if f"{prefix}_jobs_s" in r]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=label)
+        ax.set(title=name, xscale="log", yscale="log", xlabel="connections", ylabel="jobs/s")
+        ax.set_xticks(sorted({r["conns"] for r in rs}), [str(c) for c in sorted({r["conns"] for r in rs})])
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"wrote {png}")
+
+
+def main():
+    global WRK
+    t0 = time.monotonic()
+    build = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "build").resolve()
+    out_csv = pathlib.Path(sys.argv[2] if len(sys.argv) > 2 else ROOT / "bench/results/load.csv")
+    os.environ.setdefault("CRUNCHD_BIN", str(build / "crunchd"))
+    import conftest
+    conftest.BIN = os.environ["CRUNCHD_BIN"]
+
+    WRK = os.environ.get("WRK") or shutil.which("wrk")
+    if not WRK:
+        sys.exit("bench-load: no wrk (make deps installs it; or set WRK=/path/to/wrk)")
+    rows = env_list("BENCH_LOAD_ROWS", ALL_ROWS)
+    conns = env_list("BENCH_LOAD_CONNS", ALL_CONNS, int)
+    if unknown := set(rows) - set(ALL_ROWS):
+        sys.exit(f"bench-load: unknown rows {sorted(unknown)} (known: {', '.join(ALL_ROWS)})")
+    alt_workers = int(os.environ.get("BENCH_LOAD_ALT_WORKERS", os.cpu_count()))
+    if alt_workers and importlib.util.find_spec("aiohttp") is None:
+        print("aiohttp is not installed: no alternative server (make deps)")
+        alt_workers = 0
+    daemon_args = shlex.split(os.environ.get("CRUNCHD_LOAD_ARGS", ""))
+
+    class Daemon(conftest.Daemon):
+        def check_log(self):
+            # the log has a line per request (GBs after a run); a sanitizer report would end it
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, f.seek(0, 2) - (1 << 20)))
+                tail = f.read().decode(errors="replace")
+            for marker in conftest.SANITIZER_MARKERS:
+                if marker in tail:
+                    raise conftest.DaemonError(f"sanitizer report in {self.log_path}")
+
+    results, wrong = [], False
+    with tempfile.TemporaryDirectory(prefix="bench-load-") as t:
+        tmp = pathlib.Path(t)
+        specs = [make_row(name, tmp) for name in rows]
+        daemon = Daemon(daemon_args, name="bench-load", workdir=tmp / "daemon").start()
+        alt = None
+        try:
+            info = daemon.get("/v1/info").json()
+            device = (info.get("devices") or [{}])[0].get("name", "?")
+            servers = {"crunchd": daemon.base}
+            if alt_workers:
+                alt, servers["alt"] = start_alt(alt_workers, tmp)
+            machine = {"backend": info.get("backend"), "device": device, "cpus": os.cpu_count(),
+                       "daemon_args": shlex.join(daemon_args), "alt_workers": alt_workers,
+                       "seconds": os.environ.get("BENCH_LOAD_SECONDS", "10")}
+            print(f"crunchd {info.get('version')} backend={machine['backend']} device={device} "
+                  f"cpus={machine['cpus']} args='{machine['daemon_args']}'; alternative: "
+                  + (f"aiohttp + NumPy, {alt_workers} process(es)" if alt_workers else "none"))
+            print(f"{'row':<13} {'conns':>5}  {'crunchd/s':>10} {'p50 ms':>7} {'p99 ms':>7} "
+                  f"{'err':>5}  |  {'alt/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'err':>5}   ratio")
+            for spec in specs:
+                bad = {}
+                for name, base in servers.items():
+                    if (why := check(base, spec)) is not None:
+                        print(f"{spec['name']}: {name} answered wrong: {why}")
+                        bad[name], wrong = why, True
+                for c in conns:
+                    r = {"row": spec["name"], "conns": c, "threads": min(4, c),
+                         "body_bytes": spec["size"], **machine}
+                    for name, base in servers.items():
+                        if name in bad:
+                            r[f"{name}_note"] = "wrong answer: not loaded"
+                            continue
+                        try:
+                            r |= {f"{name}_{k}": v for k, v in measure(base, spec, c).items()}
+                        except (RuntimeError, subprocess.TimeoutExpired) as e:
+                            print(f"{spec['name']} @{c}: {name}: {e}")
+                            r[f"{name}_note"] = "wrk failed"
+                    if r.get("crunchd_jobs_s") and r.get("alt_jobs_s"):
+                        r["ratio"] = r["crunchd_jobs_s"] / r["alt_jobs_s"]
+                    results.append(r)
+                    print(fmt_row(r), flush=True)
+        finally:
+            if alt:
+                stop_alt(alt)
+            daemon.stop()
+
+    keys = ["row", "conns", "threads", "body_bytes"]
+    for prefix in ("crunchd", "alt"):
+        keys += [f"{prefix}_{k}" for k in ("jobs_s", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+                                           "non2xx", "socket_errors", "requests", "codes", "note")]
+    keys += ["ratio", *machine]
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_csv, "w", newline="") as f:
+        w = csv.DictWriter(f, keys)
+        w.writeheader()
+        for r in results:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    print(f"wrote {out_csv}")
+    plot(results, out_csv.with_suffix(".png"))
+    print(f"targets ({TARGET_CONNS} connections):")
+    print("\n".join(targets(results)))
+    print(f"bench-load: {time.monotonic() - t0:.0f} s in all")
+    sys.exit(1 if wrong else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+/* What the machine gives the daemon, read once at start: the CPUs it may use (online CPUs, the
+ * affinity mask, and a cgroup CPU quota, whichever is least), from which the defaults that were
+ * left to "auto" are sized (server/config.h). */
+#ifndef CRUNCHD_MACHINE_H
+#define CRUNCHD_MACHINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/config.h"
+
+typedef struct {
+    int online;        /* sysconf(_SC_NPROCESSORS_ONLN) */
+    int affinity;      /* CPUs in the scheduler affinity mask */
+    double quota;      /* cgroup quota in CPUs (cpu.max or cfs_quota/cfs_period); 0: none */
+    int cpus;          /* the least of them, rounded up, at least 1: what sizing uses */
+} cr_machine;
+
+void cr_machine_read(cr_machine *m);
+
+/* A cgroup v2 cpu.max ("max 100000", "150000 100000"): the quota in CPUs, 0 for none or junk. */
+double cr_cgroup_v2_quota(const char *cpu_max);
+
+/* Fills every field of c left at 0 ("auto"): HTTP threads, workers per device and batching for
+ * a GPU backend (gpu) or the CPU backend. queue_depth is sized by the engine once it knows how
+ * many workers there are. */
+void cr_config_size(cr_config *c, const cr_machine *m, bool gpu);
+
+/* One line saying what was sized from what, for the start-up log. */
+void cr_config_describe(const cr_config *c, const cr_machine *m, char *out, size_t n);
+
+#endif
