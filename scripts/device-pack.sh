@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 make -j2 build build-fault
 cp build-fault/crunchd build-fault/crunchd-fault
 rm -rf .device
-scripts/bundle-libs.sh build/crunchd build-fault/crunchd-fault build/tests/gpu_* $(find build/bench -maxdepth 1 -type f -executable)
+scripts/bundle-libs.sh build/crunchd build-fault/crunchd-fault build/tests/gpu_* $(find build/bench -maxdepth 1 -type f -executable) \
+    $(command -v wrk) # make bench-load's load generator
 strip .device/bin/*
 grep -qx '/.devpack/' .git/info/exclude || echo '/.devpack/' >> .git/info/exclude
 mkdir -p .devpack
