@@ -28,6 +28,7 @@ typedef struct {
     int64_t job_timeout_ms;
     int result_ttl_s;
     int64_t result_cap_mb;    /* finished async results kept, in bytes of result data */
+    int64_t max_memory_mb;    /* the memory budget (server/memory.h); 0: sized from the machine */
     int drain_timeout_s;
     char log_format[8];       /* text | json */
     char auth_token_file[256];

@@ -21,10 +21,12 @@
  *   413 too_large          body, JSON or declared sizes over a limit (field named when a size)
  *   415 unsupported_media_type
  *   422 shape_mismatch     shapes do not conform                   (field named)
+ *   422 non_finite_result  a JSON answer would need Inf/NaN (overflow); .npy carries them
  *   429/503 queue_full     admission control (Retry-After set)
  *   503 draining           shutting down (Retry-After set)
  *   503 device_fault       sticky device error; the daemon restarts
  *   503 host_memory        host allocation failed
+ *   503 memory_budget      over --max-memory-mb now (Retry-After set); 413 when it never fits
  *   504 deadline_exceeded  timeout_ms passed
  *   507 device_memory      does not fit device memory
  *   500 internal           a bug

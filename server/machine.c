@@ -1,6 +1,7 @@
 /* The machine and the defaults sized from it; see machine.h. */
 #include "server/machine.h"
 
+#include <errno.h>
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>
@@ -62,6 +63,38 @@ static double cgroup_quota(void)
     return 0.0;
 }
 
+uint64_t cr_cgroup_memory_limit(const char *text)
+{
+    if (!text)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || errno || (*end && *end != '\n'))
+        return 0; /* "max", empty, junk */
+    /* cgroup v1 writes "no limit" as the largest page-aligned signed value */
+    return v >= (1ull << 62) ? 0 : (uint64_t)v;
+}
+
+static uint64_t cgroup_memory(void)
+{
+    char path[600], text[64];
+    own_cgroup_file("memory.max", path, sizeof path);
+    if (read_text(path, text, sizeof text) == 0 || read_text("/sys/fs/cgroup/memory.max", text, sizeof text) == 0)
+        return cr_cgroup_memory_limit(text);
+    if (read_text("/sys/fs/cgroup/memory/memory.limit_in_bytes", text, sizeof text) == 0)
+        return cr_cgroup_memory_limit(text);
+    return 0;
+}
+
+static void read_memory(cr_machine *m)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    m->ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    m->cgroup_memory = cgroup_memory();
+    m->memory = m->cgroup_memory && (m->cgroup_memory < m->ram || !m->ram) ? m->cgroup_memory : m->ram;
+}
+
 void cr_machine_read(cr_machine *m)
 {
     cpu_set_t set;
@@ -74,6 +107,7 @@ void cr_machine_read(cr_machine *m)
     if (m->quota > 0 && ceil(m->quota) < cpus)
         cpus = (int)ceil(m->quota);
     m->cpus = cpus > 0 ? cpus : 1;
+    read_memory(m);
 }
 
 static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -89,16 +123,24 @@ void cr_config_size(cr_config *c, const cr_machine *m, bool gpu)
         c->workers = gpu ? clamp(m->cpus / 4, 2, 4) : clamp(m->cpus / 2, 2, 32);
     if (c->batch_max < 0)
         c->batch_max = gpu ? 32 : 0; /* on the CPU a batch saves no launch: it only serialises */
+    /* The other quarter: code, libraries, stacks, per-connection buffers, the CUDA context. */
+    if (!c->max_memory_mb)
+        c->max_memory_mb = m->memory ? (int64_t)(m->memory / 4 * 3 >> 20) : 4096;
+    if (c->max_memory_mb < 1)
+        c->max_memory_mb = 1;
 }
 
 void cr_config_describe(const cr_config *c, const cr_machine *m, char *out, size_t n)
 {
-    char quota[32] = "none";
+    char quota[32] = "none", memlim[32] = "none";
+    if (m->cgroup_memory)
+        snprintf(memlim, sizeof memlim, "%llu MiB", (unsigned long long)(m->cgroup_memory >> 20));
     if (m->quota > 0)
         snprintf(quota, sizeof quota, "%.2f CPUs", m->quota);
     snprintf(out, n,
              "sized for %d CPUs (online %d, affinity %d, cgroup quota %s): %d HTTP threads, %d workers "
-             "per device, queue %d, batches of up to %d jobs (delay %d us)",
+             "per device, queue %d, batches of up to %d jobs (delay %d us); memory budget %lld MiB "
+             "(RAM %llu MiB, cgroup limit %s)",
              m->cpus, m->online, m->affinity, quota, c->http_threads, c->workers, c->queue_depth, c->batch_max,
-             c->batch_delay_us);
+             c->batch_delay_us, (long long)c->max_memory_mb, (unsigned long long)(m->ram >> 20), memlim);
 }

@@ -15,6 +15,7 @@
 #include "server/engine/engine.h"
 #include "server/http/listener.h"
 #include "server/engine/job_table.h"
+#include "server/memory.h"
 #include "server/obs/log.h"
 
 enum { EXIT_DRAINED = 0, EXIT_ABORTED = 1, EXIT_STARTUP = 2, EXIT_DEVICE_FAULT = 3 };
@@ -142,6 +143,24 @@ static void big_allocations_unmapped_on_free(void)
         cr_log("warn", "mallopt(M_MMAP_THRESHOLD) refused: big request arrays may stay cached");
 }
 
+static const cr_backend *budget_backend;
+
+/* What the backend keeps for reuse between requests (cuda's pinned cache) is memory too. */
+static uint64_t backend_cached_bytes(void)
+{
+    uint64_t in_use = 0, cached = 0;
+    budget_backend->host_usage(&in_use, &cached);
+    return cached;
+}
+
+static void start_memory_budget(const cr_config *cfg, const cr_backend *b)
+{
+    cr_mem_set_limit((uint64_t)cfg->max_memory_mb << 20);
+    budget_backend = b;
+    if (b->host_usage)
+        cr_mem_set_probe(backend_cached_bytes);
+}
+
 int main(int argc, char **argv)
 {
     cr_config cfg;
@@ -154,12 +173,16 @@ int main(int argc, char **argv)
     cr_log_init(strcmp(cfg.log_format, "json") == 0);
     big_allocations_unmapped_on_free();
     block_signals(&set);
-    cr_job_table jobs;
-    if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)cfg.result_cap_mb << 20) < 0)
-        return EXIT_STARTUP;
     cr_engine *e = start_engine(&cfg);
     if (!e)
         return EXIT_STARTUP;
+    start_memory_budget(&cfg, cr_engine_backend(e));
+    cr_job_table jobs;
+    int64_t result_cap_mb = cfg.result_cap_mb < cfg.max_memory_mb ? cfg.result_cap_mb : cfg.max_memory_mb;
+    if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)result_cap_mb << 20) < 0) {
+        cr_engine_stop(e);
+        return EXIT_STARTUP;
+    }
     char err[256] = "";
     uint16_t port = 0;
     cr_http_deps deps = {.cfg = &cfg, .engine = e, .jobs = &jobs};

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/memory.h"
+
 cr_limits cr_request_limits(const cr_config *cfg)
 {
     if (!cfg)
@@ -13,19 +15,22 @@ cr_limits cr_request_limits(const cr_config *cfg)
                        .max_bins = cfg->max_bins};
 }
 
-void *cr_request_alloc_buf(cr_request *r, int slot, size_t bytes, bool zeroed, cr_error *err)
+void *cr_request_alloc_from(cr_request *r, int slot, size_t bytes, bool zeroed, void *(*alloc)(size_t),
+                            void (*release)(void *), cr_error *err)
 {
     size_t n = bytes ? bytes : 1; /* malloc(0) may return NULL; an empty histogram is valid */
-    void (*release)(void *) = NULL;
+    if (cr_mem_charge(CR_MEM_ARRAYS, n, slot == CR_BUF_OUTPUT ? "the result" : "an input array", err) < 0)
+        return NULL;
     void *p = NULL;
-    if (slot == CR_BUF_OUTPUT && r->out_alloc && (p = r->out_alloc(n)) != NULL) {
-        release = r->out_free;
+    if (alloc && (p = alloc(n)) != NULL) {
         if (zeroed)
             memset(p, 0, n);
     } else {
+        release = NULL;
         p = zeroed ? calloc(1, n) : malloc(n); /* pinned memory can run out: plain memory works */
     }
     if (!p) {
+        cr_mem_release(CR_MEM_ARRAYS, n);
         cr_fail(err, 503, "host_memory", "", "could not allocate %zu bytes for the request", bytes);
         return NULL;
     }
@@ -34,6 +39,12 @@ void *cr_request_alloc_buf(cr_request *r, int slot, size_t bytes, bool zeroed, c
     r->buf_bytes[slot] = bytes;
     r->buf_free[slot] = release;
     return p;
+}
+
+void *cr_request_alloc_buf(cr_request *r, int slot, size_t bytes, bool zeroed, cr_error *err)
+{
+    bool out = slot == CR_BUF_OUTPUT;
+    return cr_request_alloc_from(r, slot, bytes, zeroed, out ? r->out_alloc : NULL, out ? r->out_free : NULL, err);
 }
 
 /* Bytes of the task's output, overflow-checked (requests come from several decoders). */
@@ -78,6 +89,7 @@ int cr_request_alloc_output(cr_request *r, cr_error *err)
 void cr_request_free_buf(cr_request *r, int slot)
 {
     if (r->bufs[slot]) {
+        cr_mem_release(CR_MEM_ARRAYS, r->buf_bytes[slot] ? r->buf_bytes[slot] : 1);
         if (r->buf_free[slot])
             r->buf_free[slot](r->bufs[slot]);
         else
@@ -101,4 +113,14 @@ void cr_request_free(cr_request *r)
     for (int i = 0; i < CR_REQUEST_BUFS; i++)
         cr_request_free_buf(r, i);
     memset(r, 0, sizeof *r);
+}
+
+int cr_request_decode_charge(size_t body_bytes, cr_error *err)
+{
+    return cr_mem_charge(CR_MEM_DECODE, (uint64_t)body_bytes * CR_DECODE_FACTOR, "decoding the body", err);
+}
+
+void cr_request_decode_release(size_t body_bytes)
+{
+    cr_mem_release(CR_MEM_DECODE, (uint64_t)body_bytes * CR_DECODE_FACTOR);
 }

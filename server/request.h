@@ -46,6 +46,12 @@ typedef struct {
  * (tests, tools): generous but finite. */
 cr_limits cr_request_limits(const cr_config *cfg);
 
+/* One buffer of `bytes` for slot, charged to the memory budget (server/memory.h) before it is
+ * allocated and released when freed: from alloc (NULL, or when it fails: malloc) and freed by
+ * release; NULL with a 413/503 (budget) or 503 host_memory error. Every buffer of a request is
+ * made here, so every one is charged. */
+void *cr_request_alloc_from(cr_request *r, int slot, size_t bytes, bool zeroed, void *(*alloc)(size_t),
+                            void (*release)(void *), cr_error *err);
 /* One buffer of `bytes` for slot (the output slot through out_alloc when set, zeroed on
  * request), replacing what the slot held; NULL with a 503 host_memory error. */
 void *cr_request_alloc_buf(cr_request *r, int slot, size_t bytes, bool zeroed, cr_error *err);
@@ -59,5 +65,12 @@ void cr_request_free_buf(cr_request *r, int slot);
 void cr_request_free_inputs(cr_request *r);
 
 void cr_request_free(cr_request *r);
+
+/* A decoder's working memory beside the body (skeleton, parse tree of what is not a numeric
+ * array, span tables): at most this many times the body for any shape (make bench-json
+ * reports the worst), charged to the budget for the decode's duration. */
+#define CR_DECODE_FACTOR 2
+int cr_request_decode_charge(size_t body_bytes, cr_error *err);
+void cr_request_decode_release(size_t body_bytes);
 
 #endif

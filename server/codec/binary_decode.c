@@ -111,21 +111,12 @@ cr_bin_part *cr_bin_start(cr_bin_request *r, const char *name, cr_error *err)
  * when pinning fails (the worker then stages the copy, slower but correct). */
 static void *alloc_array(cr_bin_request *r, cr_bin_part *p, uint64_t bytes, cr_error *err)
 {
-    size_t n = bytes ? (size_t)bytes : 1;
-    void (*release)(void *) = NULL;
-    void *mem = NULL;
-    if (r->alloc.alloc && (mem = r->alloc.alloc(n)) != NULL)
-        release = r->alloc.free;
-    else
-        mem = malloc(n);
-    if (!mem) {
+    void *mem = cr_request_alloc_from(&r->req, p->slot, (size_t)bytes, false, r->alloc.alloc, r->alloc.free, err);
+    if (!mem && strcmp(err->code, "host_memory") == 0)
         cr_fail(err, 503, "host_memory", p->name, "could not allocate %llu bytes for part %s",
                 (unsigned long long)bytes, p->name);
-        return NULL;
-    }
-    r->req.bufs[p->slot] = mem;
-    r->req.buf_bytes[p->slot] = (size_t)bytes;
-    r->req.buf_free[p->slot] = release;
+    if (!mem && !err->field[0])
+        snprintf(err->field, sizeof err->field, "%s", p->name);
     p->data = mem;
     return mem;
 }

@@ -265,3 +265,33 @@ char *cr_json_error_v2(const cr_error *e, size_t *len)
     cr_jbuf_lit(&b, "}");
     return cr_jbuf_finish(&b, len);
 }
+
+static uint64_t count_nonfinite(const void *p, cr_dtype dt, uint64_t n)
+{
+    uint64_t bad = 0;
+    if (dt == CR_DT_F32) {
+        const float *v = p;
+        for (uint64_t i = 0; i < n; i++)
+            bad += !isfinite(v[i]);
+    } else if (dt == CR_DT_F64) {
+        const double *v = p;
+        for (uint64_t i = 0; i < n; i++)
+            bad += !isfinite(v[i]);
+    }
+    return bad;
+}
+
+int cr_json_nonfinite_result(const cr_job *j, cr_error *err)
+{
+    const cr_task *t = &j->req.task;
+    if (t->op == CR_OP_HISTOGRAM || !cr_task_output(t))
+        return 0; /* counts are integers */
+    uint64_t n = cr_task_output_bytes(t) / cr_dtype_size(t->dtype);
+    uint64_t bad = count_nonfinite(cr_task_output(t), t->dtype, n);
+    if (!bad)
+        return 0;
+    return cr_fail(err, 422, "non_finite_result", "result",
+                   "%llu of the %llu result values are not finite (overflow): JSON numbers cannot "
+                   "carry them; ask for Accept: application/x-npy to get them as they are",
+                   (unsigned long long)bad, (unsigned long long)n);
+}

@@ -21,6 +21,10 @@ char *cr_json_error_v2(const cr_error *e, size_t *len);
 /* The synchronous answer (also GET /v1/jobs/{id}/result): id, op, kernel, backend, device,
  * dtype, result, timings_ms, gflops (gemm/ata) or gbps (histogram), and "kernels" rows in
  * compare mode. backend is the backend's name ("cpu", "cuda"). */
+/* JSON numbers cannot be NaN or infinite, and writing null in a 200 breaks the number type the
+ * API promises: a result with such values (an overflow) is a 422 non_finite_result in JSON,
+ * naming how many there are; .npy answers carry them as they are. 0 when all are finite. */
+int cr_json_nonfinite_result(const cr_job *j, cr_error *err);
 char *cr_json_job_result(const cr_job *j, const char *backend, size_t *len);
 
 /* GET /v1/jobs/{id}: id, op, status, timings_ms (done/failed), error (failed/cancelled). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/registry.h"
+#include "server/memory.h"
 
 static void fill_row(cr_compare_row *row, const cr_task *t, const cr_kernel *k, cr_status st,
                      const cr_timings *tm, double err)
@@ -30,10 +31,17 @@ cr_status cr_run_compare(const cr_backend *b, cr_worker *w, cr_job *j, cr_timing
         snprintf(err, errlen, "no reference kernel for %s %s", cr_op_name(t->op), cr_dtype_name(t->dtype));
         return CR_E_UNSUPPORTED;
     }
+    size_t scratch_bytes = cr_task_output_bytes(t) ? cr_task_output_bytes(t) : 1;
+    cr_error budget;
+    if (cr_mem_charge(CR_MEM_SCRATCH, scratch_bytes, "compare mode's second output", &budget) < 0) {
+        snprintf(err, errlen, "%s", budget.message);
+        return CR_E_NOMEM_HOST;
+    }
     j->compare = calloc(n, sizeof *j->compare);
-    scratch = malloc(cr_task_output_bytes(t) ? cr_task_output_bytes(t) : 1);
+    scratch = malloc(scratch_bytes);
     if (!j->compare || !scratch) {
         free(scratch);
+        cr_mem_release(CR_MEM_SCRATCH, scratch_bytes);
         snprintf(err, errlen, "out of host memory for compare mode");
         return CR_E_NOMEM_HOST;
     }
@@ -63,5 +71,6 @@ cr_status cr_run_compare(const cr_backend *b, cr_worker *w, cr_job *j, cr_timing
     }
 cleanup:
     free(scratch);
+    cr_mem_release(CR_MEM_SCRATCH, scratch_bytes);
     return st;
 }

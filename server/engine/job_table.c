@@ -42,8 +42,7 @@ void cr_job_table_put(cr_job_table *t, cr_job *j)
     j->table_next = t->buckets[b];
     t->buckets[b] = j;
     t->count++;
-    j->table_bytes = cr_job_bytes(j);
-    t->bytes += j->table_bytes;
+    j->table_bytes = 0; /* counted once finished: only then are its result's bytes known */
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -110,6 +109,10 @@ void cr_job_table_sweep(cr_job_table *t, double now)
     for (size_t b = 0; b < CR_TABLE_BUCKETS; b++) {
         cr_job **p = &t->buckets[b];
         while (*p) {
+            if (cr_job_finished(*p) && !(*p)->table_bytes) {
+                (*p)->table_bytes = cr_job_bytes(*p);
+                t->bytes += (*p)->table_bytes;
+            }
             if (!expired(t, *p, now)) {
                 p = &(*p)->table_next;
                 continue;
@@ -143,6 +146,14 @@ size_t cr_job_table_unfetched(cr_job_table *t)
         for (cr_job *j = t->buckets[b]; j; j = j->table_next)
             if (!cr_job_finished(j) || !atomic_load(&j->fetched))
                 n++;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+size_t cr_job_table_bytes(cr_job_table *t)
+{
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->bytes;
     pthread_mutex_unlock(&t->mu);
     return n;
 }

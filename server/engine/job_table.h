@@ -26,6 +26,8 @@ void cr_job_table_put(cr_job_table *t, cr_job *j);
 cr_job *cr_job_table_get(cr_job_table *t, const char *id);
 /* Removes it; returns the job with the table's reference handed over, or NULL. */
 cr_job *cr_job_table_take(cr_job_table *t, const char *id);
+/* Bytes of the finished jobs it holds (as of the last sweep). */
+size_t cr_job_table_bytes(cr_job_table *t);
 /* Drops expired finished jobs, then the oldest finished ones while over the byte cap. */
 void cr_job_table_sweep(cr_job_table *t, double now);
 /* Finished async jobs whose result nobody fetched yet (the drain waits for them). */

@@ -149,6 +149,9 @@ enum MHD_Result cr_send_job(cr_conn *c, cr_job *j)
         return cr_send_error(c, &j->error);
     if (wants_npy(c)) /* errors stay JSON */
         return send_npy(c, j);
+    cr_error err;
+    if (cr_json_nonfinite_result(j, &err) < 0)
+        return cr_send_error(c, &err);
     char *body = cr_json_job_result(j, c->h->deps.engine ? cr_engine_backend(c->h->deps.engine)->name : "",
                                     &len);
     return cr_send(c, 200, "application/json", body, len);

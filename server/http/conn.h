@@ -65,6 +65,7 @@ struct cr_conn {
     cr_conn *wait_prev, *wait_next; /* in h->waiting_head while waiting */
     int fd;                  /* the socket, to notice a client that hangs up while we wait */
     bool has_pending;        /* an error to answer once resumed */
+    bool body_refused;       /* the body was refused mid-way (memory budget): pending says why */
     cr_error pending;
     int status;
     char error_code[32];

@@ -19,6 +19,7 @@
 #include "server/http/submit.h"
 #include "server/http/upload.h"
 #include "server/kserve/kserve.h"
+#include "server/memory.h"
 #include "server/obs/log.h"
 
 static enum MHD_Result refuse_405(cr_conn *c, const char *allow)
@@ -92,7 +93,8 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     return MHD_YES;
 }
 
-static int append_body(cr_conn *c, const char *data, size_t n)
+/* The body's buffer grows by doubling; each growth is charged to the memory budget first. */
+static int append_body(cr_conn *c, const char *data, size_t n, cr_error *err)
 {
     if (c->len + n > c->limit)
         return -1;
@@ -102,15 +104,27 @@ static int append_body(cr_conn *c, const char *data, size_t n)
             cap *= 2;
         if (cap > c->limit)
             cap = c->limit;
-        char *p = realloc(c->body, cap);
-        if (!p)
+        if (cr_mem_grow(CR_MEM_BODY, c->cap, cap, "the request body", err) < 0)
             return -2;
+        char *p = realloc(c->body, cap);
+        if (!p) {
+            cr_mem_release(CR_MEM_BODY, cap - c->cap);
+            return -2;
+        }
         c->body = p;
         c->cap = cap;
     }
     memcpy(c->body + c->len, data, n);
     c->len += n;
     return 0;
+}
+
+static void free_body(cr_conn *c)
+{
+    cr_mem_release(CR_MEM_BODY, c->cap);
+    free(c->body);
+    c->body = NULL;
+    c->cap = 0;
 }
 
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -123,19 +137,28 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         return begin(cls, conn, url, method, con_cls);
     if (c->status) /* answered early (413/415/404/405): swallow what the client still sends */
         return (*upload_data_size = 0), MHD_YES;
+    if (*upload_data_size && c->body_refused)
+        return (*upload_data_size = 0), MHD_YES;
     if (*upload_data_size && c->upload)
         return cr_upload_feed(c, upload_data, upload_data_size);
     if (*upload_data_size) {
-        int rc = append_body(c, upload_data, *upload_data_size);
+        cr_error err;
+        cr_fail(&err, 503, "host_memory", "", "out of memory reading the body");
+        int rc = append_body(c, upload_data, *upload_data_size, &err);
         cr_metrics_bytes_in(*upload_data_size);
         *upload_data_size = 0;
         if (rc == -1)
             return cr_refuse(c, 413, "too_large", "body", "%s",
                              c->limit_msg ? c->limit_msg : "the JSON body is larger than --max-json-mb");
-        if (rc == -2)
-            return cr_refuse(c, 503, "host_memory", "", "out of memory reading the body");
+        if (rc == -2) { /* libmicrohttpd takes no answer mid-body: drop it, answer at the end */
+            free_body(c);
+            c->pending = err;
+            c->has_pending = c->body_refused = true;
+        }
         return MHD_YES;
     }
+    if (c->body_refused)
+        return cr_send_error(c, &c->pending);
     if (c->waiting)
         return cr_sync_resumed(c);
     return c->handler(c);
@@ -190,7 +213,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     if (c->ctx_free)
         c->ctx_free(c->ctx);
     atomic_fetch_sub(&c->h->active, 1);
-    free(c->body);
+    free_body(c);
     free(c);
     *con_cls = NULL;
 }

@@ -47,6 +47,7 @@ enum MHD_Result cr_route_metrics(cr_conn *c)
                            .version = CRUNCHD_VERSION, .cuda = cuda_version()};
     size_t len = 0;
     cr_engine_gauges(c->h->deps.engine, &g);
+    g.results_kept_bytes = cr_job_table_bytes(c->h->deps.jobs);
     char *text = cr_metrics_render(&g, &len);
     return cr_send(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
@@ -162,13 +163,40 @@ enum MHD_Result cr_route_kernels(cr_conn *c)
     return cr_send_cjson(c, 200, doc);
 }
 
+static enum MHD_Result first_key(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind, (void)value;
+    snprintf(cls, 64, "%s", key ? key : "");
+    return MHD_NO;
+}
+
+/* Query parameters configure binary bodies; a JSON body carries its own. Ignoring them would
+ * run with alpha or a kernel the client did not ask for (?alpha=5&kernel=nonsense gave 200). */
+static int refuse_query_on_json(cr_conn *c, cr_error *err)
+{
+    char key[64] = "";
+    if (MHD_get_connection_values(c->conn, MHD_GET_ARGUMENT_KIND, first_key, key) == 0)
+        return 0;
+    return cr_fail(err, 400, "invalid_parameter", key,
+                   "query parameter \"%.40s\" on a JSON request: query parameters are for binary "
+                   "bodies (.npy, raw bytes); put it in the JSON body", key);
+}
+
+static int json_request(cr_conn *c, cr_op op, cr_request *req, cr_error *err)
+{
+    cr_limits lim = cr_request_limits(c->h->deps.cfg);
+    if (refuse_query_on_json(c, err) < 0 || cr_request_decode_charge(c->len, err) < 0)
+        return -1;
+    int rc = cr_request_from_json(op, c->body ? c->body : "", c->len, &lim, req, err);
+    cr_request_decode_release(c->len);
+    return rc;
+}
+
 /* Decodes the body into a new job; NULL with the error answered. */
 static cr_job *job_from_body(cr_conn *c, cr_op op, bool async, cr_error *err)
 {
     cr_request req;
-    cr_limits lim = cr_request_limits(c->h->deps.cfg);
-    if (c->upload ? cr_upload_request(c, &req, err) < 0
-                  : cr_request_from_json(op, c->body ? c->body : "", c->len, &lim, &req, err) < 0)
+    if (c->upload ? cr_upload_request(c, &req, err) < 0 : json_request(c, op, &req, err) < 0)
         return NULL;
     req.body_bytes = c->len;
     cr_job *j = cr_job_new(&req, async);

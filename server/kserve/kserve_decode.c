@@ -552,14 +552,9 @@ static void *fill_input(cr_request *r, int slot, const ks_input *in, const char 
                         cr_error *err)
 {
     size_t es = cr_dtype_size(in->dt), bytes = (size_t)in->count * es;
-    void *p = malloc(bytes ? bytes : 1); /* an empty histogram is valid; malloc(0) may be NULL */
-    if (!p) {
-        cr_fail(err, 503, "host_memory", "", "could not allocate %zu bytes for input %s", bytes,
-                name);
+    void *p = cr_request_alloc_buf(r, slot, bytes, false, err);
+    if (!p)
         return NULL;
-    }
-    r->bufs[slot] = p;
-    r->buf_bytes[slot] = bytes;
     if (in->bytes) {
         memcpy(p, in->bytes, bytes);
         return p;

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "server/engine/engine.h"
+#include "server/codec/json_encode.h"
 #include "server/http/respond.h"
 #include "server/http/submit.h"
 #include "server/kserve/kserve_internal.h"
@@ -181,6 +182,11 @@ static enum MHD_Result encode_done(cr_conn *c, cr_job *j)
         return cr_send_error(c, &j->error);
     if (cr_ks_encode(j, c->ctx, cr_engine_backend(c->h->deps.engine)->name, &r) != 0)
         return cr_refuse(c, 503, "host_memory", "", "out of memory encoding the response");
+    cr_error err;
+    if (r.header_len == r.len && cr_json_nonfinite_result(j, &err) < 0) {
+        free(r.body);
+        return cr_send_error(c, &err);
+    }
     if (r.header_len == r.len)
         return cr_send(c, 200, "application/json", r.body, r.len);
     c->extra_header = HEADER_LEN;
@@ -212,7 +218,11 @@ enum MHD_Result cr_kserve_infer(cr_conn *c)
     c->ctx_free = spec_free;
     cr_request req;
     cr_limits lim = cr_request_limits(c->h->deps.cfg);
-    if (cr_ks_decode(m, c->body ? c->body : "", c->len, hl, &lim, &req, spec, &err) != 0)
+    if (cr_request_decode_charge(c->len, &err) < 0)
+        return cr_send_error(c, &err);
+    int rc = cr_ks_decode(m, c->body ? c->body : "", c->len, hl, &lim, &req, spec, &err);
+    cr_request_decode_release(c->len);
+    if (rc != 0)
         return cr_send_error(c, &err);
     cr_job *j = cr_job_new(&req, false);
     if (!j) {

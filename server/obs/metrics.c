@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/memory.h"
+
 #define N_CODES 600
 #define N_PHASES 5
 static const char *const route_names[CR_ROUTE_COUNT] = {"gemm", "ata", "histogram", "jobs", "other"};
@@ -223,6 +225,28 @@ static void render_devices(text *t, const cr_metrics_gauges *g)
     }
 }
 
+/* The memory budget (server/memory.h): what is charged now by kind, what the backend keeps, the
+ * limit, and how often a request was refused for it. */
+static void render_memory(text *t, const cr_metrics_gauges *g)
+{
+    put(t, "# HELP crunchd_memory_budget_bytes The memory budget, --max-memory-mb.\n"
+           "# TYPE crunchd_memory_budget_bytes gauge\ncrunchd_memory_budget_bytes %llu\n",
+        (unsigned long long)cr_mem_limit());
+    put(t, "# HELP crunchd_memory_charged_bytes Memory charged to the budget, by kind (backend: "
+           "cached pinned memory held outside any request).\n# TYPE crunchd_memory_charged_bytes gauge\n");
+    for (int k = 0; k < CR_MEM_KINDS; k++)
+        put(t, "crunchd_memory_charged_bytes{kind=\"%s\"} %llu\n", cr_mem_kind_name((cr_mem_kind)k),
+            (unsigned long long)cr_mem_charged((cr_mem_kind)k));
+    put(t, "crunchd_memory_charged_bytes{kind=\"backend\"} %llu\n", (unsigned long long)cr_mem_held());
+    put(t, "# HELP crunchd_memory_refusals_total Requests and jobs refused (503/413) by the memory budget.\n"
+           "# TYPE crunchd_memory_refusals_total counter\ncrunchd_memory_refusals_total %llu\n",
+        (unsigned long long)cr_mem_refusals());
+    put(t, "# HELP crunchd_results_kept_bytes Bytes of finished async jobs kept for their owners "
+           "(at most --result-cap-mb; oldest finished evicted first).\n"
+           "# TYPE crunchd_results_kept_bytes gauge\ncrunchd_results_kept_bytes %llu\n",
+        (unsigned long long)g->results_kept_bytes);
+}
+
 static void render_gauges(text *t, const cr_metrics_gauges *g)
 {
     put(t, "# HELP crunchd_bytes_in_total Request body bytes received.\n"
@@ -269,6 +293,7 @@ char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len)
     render_durations(&t);
     pthread_mutex_unlock(&m.mu);
     render_gauges(&t, g);
+    render_memory(&t, g);
     render_devices(&t, g);
     if (t.oom) {
         free(t.p);

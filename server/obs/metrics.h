@@ -30,6 +30,7 @@ typedef struct {
     const char *cuda;     /* CUDA runtime version, "none" on CPU-only builds */
     bool has_pinned;      /* the backend keeps pinned host memory (cuda) */
     uint64_t pinned_in_use, pinned_cached;
+    uint64_t results_kept_bytes; /* finished async results in the job table */
 } cr_metrics_gauges;
 
 void cr_metrics_reset(void);

@@ -8,6 +8,7 @@
 #include "server/engine/job_table.h"
 #include "server/engine/queue.h"
 #include "server/machine.h"
+#include "server/memory.h"
 
 static cr_job *new_job(void)
 {
@@ -131,6 +132,53 @@ static void test_machine_sizing(void)
     cr_machine here;
     cr_machine_read(&here);
     CHECK(here.cpus >= 1 && here.cpus <= here.online);
+    CHECK(here.ram > 0 && here.memory > 0 && here.memory <= here.ram);
+
+    CHECK(cr_cgroup_memory_limit("max\n") == 0);
+    CHECK(cr_cgroup_memory_limit("1073741824\n") == 1073741824ull);
+    CHECK(cr_cgroup_memory_limit("9223372036854771712\n") == 0); /* v1's "no limit" */
+    CHECK(cr_cgroup_memory_limit("12x") == 0 && cr_cgroup_memory_limit("") == 0);
+    cr_machine ram = {.cpus = 4, .ram = 16ull << 30, .memory = 16ull << 30};
+    cr_config budget = {.batch_max = -1}, given = {.batch_max = -1, .max_memory_mb = 100};
+    cr_config_size(&budget, &ram, false);
+    CHECK(budget.max_memory_mb == 12288); /* 3/4 of the memory */
+    cr_config_size(&given, &ram, false);
+    CHECK(given.max_memory_mb == 100);
+}
+
+/* Every charge is refused or counted whole; 413 for what could never fit, 503 for what does not
+ * fit now; the probe's bytes count against the same limit. */
+static uint64_t probe_bytes;
+static uint64_t probe(void) { return probe_bytes; }
+
+static void test_memory_budget(void)
+{
+    cr_error err;
+    cr_mem_set_limit(1000);
+    CHECK(cr_mem_charge(CR_MEM_ARRAYS, 600, "x", &err) == 0);
+    CHECK(cr_mem_charge(CR_MEM_BODY, 300, "x", &err) == 0);
+    CHECK(cr_mem_charged(CR_MEM_ARRAYS) == 600 && cr_mem_charged(CR_MEM_BODY) == 300);
+    uint64_t refused = cr_mem_refusals();
+    CHECK(cr_mem_charge(CR_MEM_ARRAYS, 200, "x", &err) == -1 && err.http == 503 &&
+          strcmp(err.code, "memory_budget") == 0);
+    CHECK(cr_mem_charge(CR_MEM_ARRAYS, 1001, "x", &err) == -1 && err.http == 413);
+    CHECK(cr_mem_refusals() == refused + 2);
+    CHECK(cr_mem_charged(CR_MEM_ARRAYS) == 600); /* refused charges left nothing behind */
+    CHECK(cr_mem_grow(CR_MEM_BODY, 300, 400, "x", &err) == 0 && cr_mem_charged(CR_MEM_BODY) == 400);
+    CHECK(cr_mem_grow(CR_MEM_BODY, 400, 2000, "x", &err) == -1 && err.http == 413);
+    cr_mem_release(CR_MEM_BODY, 400);
+    probe_bytes = 350;
+    cr_mem_set_probe(probe);
+    CHECK(cr_mem_charge(CR_MEM_DECODE, 100, "x", &err) == -1 && err.http == 503);
+    CHECK(cr_mem_charge(CR_MEM_DECODE, 50, "x", &err) == 0);
+    cr_mem_release(CR_MEM_DECODE, 50);
+    cr_mem_set_probe(NULL);
+    cr_mem_release(CR_MEM_ARRAYS, 600);
+    for (int k = 0; k < CR_MEM_KINDS; k++)
+        CHECK(cr_mem_charged((cr_mem_kind)k) == 0);
+    cr_mem_set_limit(0); /* no limit: everything is counted, nothing refused */
+    CHECK(cr_mem_charge(CR_MEM_ARRAYS, 1ull << 60, "x", &err) == 0);
+    cr_mem_release(CR_MEM_ARRAYS, 1ull << 60);
 }
 
 static void test_queue_fifo_and_bounds(void)
@@ -225,6 +273,26 @@ static void test_table_ttl_and_cap(void)
     CHECK(taken == NULL);
     cr_job_release(k);
     cr_job_table_destroy(&t);
+
+    /* A result is counted once its job finishes (the output is allocated after the job enters
+     * the table: counting at entry counted inputs only), and the oldest finished goes first. */
+    CHECK(cr_job_table_init(&t, 100.0, 2 * sizeof(cr_job) + 150000) == 0);
+    cr_job *r[3];
+    for (int i = 0; i < 3; i++) {
+        r[i] = new_job();
+        cr_job_table_put(&t, r[i]);
+        r[i]->req.buf_bytes[CR_BUF_OUTPUT] = 100000; /* bytes only: no buffer to free */
+        atomic_store(&r[i]->state, CR_JOB_DONE);
+        r[i]->finished_at = cr_now() - 3 + i;
+    }
+    cr_job_table_sweep(&t, cr_now());
+    CHECK(t.count == 1 && cr_job_table_bytes(&t) == sizeof(cr_job) + 100000);
+    cr_job *kept = cr_job_table_get(&t, r[2]->id);
+    CHECK(kept == r[2]); /* the newest result survives */
+    cr_job_release(kept);
+    for (int i = 0; i < 3; i++)
+        cr_job_release(r[i]);
+    cr_job_table_destroy(&t);
 }
 
 static int load(cr_config *c, int argc, char **argv)
@@ -267,6 +335,7 @@ int main(void)
     test_queue_expiry();
     test_queue_batches();
     test_machine_sizing();
+    test_memory_budget();
     test_job_ids_are_uuid4();
     test_table_ttl_and_cap();
     test_config();
