@@ -4,13 +4,16 @@
 Starts crunchd (CRUNCHD_BIN, --backend CRUNCHD_BACKEND), runs a few client threads that mix
 valid jobs (JSON, multipart .npy, x-npy, async submit/poll/fetch, async jobs never fetched) with
 hostile ones (truncated and mistyped JSON, deep nesting, wrong content types and methods, bodies
-abandoned half way, 404s), and samples every second: resident memory (/proc/PID/status VmRSS,
+abandoned half way, 404s) and faults (hang-ups mid-body and mid-answer, stalled readers,
+interrupted 1 GiB uploads; with the fault build CRUNCHD_FAULT_DEVICE_OOM_PERMILLE makes device
+allocations fail), checks valid answers against NumPy, and samples every second: resident memory (/proc/PID/status VmRSS,
 less the pinned request memory cuda reports as crunchd_pinned_host_bytes: a cache, not a leak),
 open descriptors (/proc/PID/fd) and device memory (crunchd_device_memory_used_bytes from
 /metrics). A least-squares slope over the second half (of RSS and fds: of their 10-second minima, so
 requests in flight at a sample do not count; after warm-up: pools, arenas and the
 auto table have settled) must stay under the thresholds; the daemon must answer every request
-with a status the API defines, then drain and exit 0 on SIGTERM with a clean log.
+with a status the API defines, no valid job may be answered wrongly, RSS must return to its
+post-warm-up floor once the load stops, then drain and exit 0 on SIGTERM with a clean log.
 
   scripts/soak.py --seconds 120            (make soak; SOAK_SECONDS=600 on the GPU machine)
 Exit status 0 when it passed, 1 when a threshold or a check failed, 2 when it could not run.
@@ -38,7 +41,7 @@ except ImportError as e:  # pragma: no cover
     sys.exit(2)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-OK_STATUSES = {200, 202, 400, 404, 405, 409, 411, 413, 415, 422, 503, 504}
+OK_STATUSES = {200, 202, 400, 404, 405, 409, 411, 413, 415, 422, 503, 504, 507}
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer")
 
 
@@ -109,7 +112,10 @@ class Load:
             (2, self.hist_raw), (3, self.bad_json), (2, self.bad_type), (1, self.deep),
             (1, self.wrong_media), (1, self.wrong_method), (1, self.not_found),
             (1, self.half_body), (1, self.metrics), (1, self.big_raw), (1, self.big_half),
+            (3, self.gemm_checked), (1, self.async_checked), (1, self.mid_answer),
+            (1, self.stalled_reader), (0.2, self.giant_half),
         ]
+        self.wrong = []  # valid jobs answered with a wrong result: must stay empty
         self.weights = [w for w, _ in self.actions]
 
     def step(self):
@@ -219,6 +225,69 @@ class Load:
                       + f"Content-Length: {size}\r\n\r\n".encode() + self.rng.bytes(size // 2))
         return 0
 
+    def check(self, name, got, ref):
+        if got.shape != ref.shape or not np.allclose(got, ref, rtol=1e-4, atol=1e-4):
+            self.wrong.append(name)
+
+    def gemm_checked(self):
+        """A valid job whose answer is checked against NumPy: faults around it must not leak into it."""
+        m, k, n = (int(x) for x in self.rng.integers(1, 64, 3))
+        a, b = np.array(self.mat(m, k), np.float32), np.array(self.mat(k, n), np.float32)
+        r = self.s.post(self.base + "/v1/gemm", json={"a": a.tolist(), "b": b.tolist()}, timeout=60)
+        if r.status_code == 200:
+            res = r.json()["result"]
+            self.check("gemm_checked", np.array(res["data"], np.float32).reshape(res["rows"], res["cols"]),
+                       a @ b)
+        return r.status_code
+
+    def async_checked(self):
+        a = np.array(self.mat(int(self.rng.integers(2, 40)), 12), np.float32)
+        r = self.s.post(self.base + "/v1/jobs?op=ata", data=npy(a),
+                        headers={"Content-Type": "application/x-npy"}, timeout=60)
+        if r.status_code != 202:
+            return r.status_code
+        loc = r.headers["Location"]
+        for _ in range(500):
+            if self.s.get(self.base + loc, timeout=60).json()["status"] in ("done", "failed", "cancelled"):
+                break
+            time.sleep(0.01)
+        r = self.s.get(self.base + loc + "/result", headers={"Accept": "application/x-npy"}, timeout=60)
+        if r.status_code == 200:
+            self.check("async_checked", np.load(io.BytesIO(r.content)), a.T @ a)
+        return r.status_code
+
+    def big_answer_request(self):
+        a = self.mat(384, 384)  # a ~1.5 MB JSON answer: more than the socket buffers hold
+        body = json.dumps({"a": a, "b": a}).encode()
+        return (b"POST /v1/gemm HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+
+    def mid_answer(self):
+        """Hangs up after the first KiB of a big answer."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
+            s.sendall(self.big_answer_request())
+            s.recv(1024)
+        return 0
+
+    def stalled_reader(self):
+        """Asks for a big answer, reads nothing for two seconds, then hangs up."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(self.big_answer_request())
+            time.sleep(2)
+        return 0
+
+    def giant_half(self):
+        """Declares a 1 GiB upload, sends 32 MiB of it and hangs up."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
+            s.sendall(b"POST /v1/histogram HTTP/1.1\r\nHost: soak\r\n"
+                      b"Content-Type: application/octet-stream\r\n"
+                      + f"Content-Length: {1 << 30}\r\n\r\n".encode())
+            chunk = self.rng.bytes(1 << 20)
+            for _ in range(32):
+                s.sendall(chunk)
+        return 0
+
     def metrics(self):
         return self.s.get(self.base + "/metrics", timeout=60).status_code
 
@@ -278,6 +347,8 @@ def main():
     ap.add_argument("--max-rss-mib-per-min", type=float, default=1.0)
     ap.add_argument("--max-fds-per-min", type=float, default=0.5)
     ap.add_argument("--max-device-mib-per-min", type=float, default=1.0)
+    ap.add_argument("--max-rss-return-mib", type=float, default=64.0,
+                    help="RSS once idle after the load, over its post-warm-up floor")
     ap.add_argument("--daemon-arg", action="append", default=[], help="one more flag for crunchd")
     ap.add_argument("--daemon-env", action="append", default=[], metavar="KEY=VALUE",
                     help="one more environment variable for crunchd (e.g. CRUNCHD_PINNED_CACHE_MB=0: "
@@ -295,8 +366,11 @@ def main():
     stop = threading.Event()
     counts, bad, lock = {}, [], threading.Lock()
 
+    loads = []
+
     def client(seed):
         load = Load(d.base, d.port, seed)
+        loads.append(load)
         while not stop.is_set():
             try:
                 name, status = load.step()
@@ -326,6 +400,18 @@ def main():
     for t in threads:
         t.join(timeout=90)
     alive = d.proc.poll() is None
+    # RSS must come back: the floor of the first 10 s after warm-up against RSS once idle again
+    baseline = min((x[1] for x in samples if min(10.0, args.seconds / 4) <= x[0] < min(20.0, args.seconds / 2)),
+                   default=None)
+    idle_rss = None
+    settle = time.monotonic() + 15
+    while alive and time.monotonic() < settle:
+        rss, _ = proc_sample(d.proc.pid)
+        _, pinned = scrape_memory(d.base)
+        idle_rss = rss - (pinned if pinned == pinned else 0.0)
+        if baseline is not None and idle_rss - baseline <= args.max_rss_return_mib * 2**20:
+            break
+        time.sleep(0.5)
     rc = d.stop() if alive else d.proc.returncode
     log = d.log_path.read_text(errors="replace")
 
@@ -348,7 +434,16 @@ def main():
           f"minima; RSS less pinned request memory): RSS {rss_slope:.1f} B/s "
           f"({rss_slope * 60 / 2**20:.3f} MiB/min), fds {fd_slope:.4f}/s, device {dev_slope:.1f} B/s")
 
+    wrong = [w for load in loads for w in load.wrong]
+    if baseline is not None and idle_rss is not None:
+        print(f"soak: RSS less pinned: {baseline / 2**20:.1f} MiB after warm-up, {idle_rss / 2**20:.1f} MiB "
+              f"idle after the load")
     failures = []
+    if wrong:
+        failures.append(f"{len(wrong)} valid jobs answered wrongly: {wrong[:5]}")
+    if baseline is not None and idle_rss is not None and idle_rss - baseline > args.max_rss_return_mib * 2**20:
+        failures.append(f"RSS did not return: {(idle_rss - baseline) / 2**20:.1f} MiB over its baseline "
+                        f"> {args.max_rss_return_mib}")
     if not alive:
         failures.append("the daemon died during the soak")
     if rc != 0:

@@ -146,7 +146,7 @@ cr_status cr_cuda_batch_launch(cr_worker *w, int lane, cr_task *const *t, int n,
         fail_all(CR_E_NOMEM_HOST, st, n);
         return CR_E_NOMEM_HOST;
     }
-    CR_CHECK(e, cudaMallocFromPoolAsync((void **)&dev, l.total ? l.total : 1, w->pool, L->stream));
+    CR_CHECK(e, cr_cuda_pool_alloc((void **)&dev, l.total ? l.total : 1, w->pool, L->stream));
     CR_CHECK(e, pack(L, &l, dev, t, n));
     CR_CHECK(e, cudaEventRecord(L->ev[EV_START], L->stream));
     if (l.in_end)

@@ -245,7 +245,7 @@ cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err,
     find_pinned(&l);
     CR_CHECK(&e, cudaSetDevice(w->device));
     /* device memory first: a task too big for the device fails before any host staging */
-    CR_CHECK(&e, cudaMallocFromPoolAsync((void **)&dev, l.total ? l.total : 1, w->pool, w->stream));
+    CR_CHECK(&e, cr_cuda_pool_alloc((void **)&dev, l.total ? l.total : 1, w->pool, w->stream));
     for (int i = 0; i < l.n_in; i++)
         l.in_dev[i] = l.res.on[i] ? (char *)l.res.dev[i] : dev + l.in_off[i];
     if ((st = stage_inputs(w, &l, err, errlen)) != CR_OK)

@@ -149,3 +149,26 @@ cr_status cr_cuda_status(cudaError_t e)
     default: return CR_E_INTERNAL;
     }
 }
+
+#ifdef CRUNCHD_FAULT_INJECTION
+static bool injected_oom(void)
+{
+    static int permille = -1;
+    static unsigned seed = 12345;
+    if (permille < 0) {
+        const char *v = getenv("CRUNCHD_FAULT_DEVICE_OOM_PERMILLE");
+        permille = v ? atoi(v) : 0;
+    }
+    /* a data race on seed only changes which allocations fail */
+    return permille > 0 && (int)(rand_r(&seed) % 1000) < permille;
+}
+#endif
+
+cudaError_t cr_cuda_pool_alloc(void **p, size_t bytes, cudaMemPool_t pool, cudaStream_t s)
+{
+#ifdef CRUNCHD_FAULT_INJECTION
+    if (injected_oom())
+        return cudaErrorMemoryAllocation;
+#endif
+    return cudaMallocFromPoolAsync(p, bytes, pool, s);
+}

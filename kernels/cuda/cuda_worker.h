@@ -58,4 +58,9 @@ cr_status cr_cuda_batch_launch(cr_worker *w, int lane, cr_task *const *tasks, in
                                size_t errlen);
 void cr_cuda_batch_wait(cr_worker *w, int lane, cr_status *st, cr_timings *tm, char *err, size_t errlen);
 
+/* Device memory for a task or a batch from the worker's pool. Fault builds fail a share of
+ * these (CRUNCHD_FAULT_DEVICE_OOM_PERMILLE, 0..1000) as a full device would, so the soak
+ * checks that out-of-memory answers 507 and harms no neighbour. */
+cudaError_t cr_cuda_pool_alloc(void **p, size_t bytes, cudaMemPool_t pool, cudaStream_t s);
+
 #endif
