@@ -29,7 +29,7 @@ static enum MHD_Result refuse_405(cr_conn *c, const char *allow)
     cr_fail(&e, 405, "method_not_allowed", "", "%s is not allowed on %s; allowed: %s", c->method,
             c->path, allow);
     snprintf(c->error_code, sizeof c->error_code, "%s", e.code);
-    char *body = cr_json_error(&e, &len);
+    char *body = c->kserve ? cr_json_error_v2(&e, &len) : cr_json_error(&e, &len);
     struct MHD_Response *r = cr_json_response(body, len);
     if (!r)
         return MHD_NO;
@@ -69,6 +69,8 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     c->label = CR_ROUTE_OTHER;
     snprintf(c->method, sizeof c->method, "%s", method);
     snprintf(c->path, sizeof c->path, "%s", url);
+    /* every /v2 answer, 401, 404 and 405 included, in the v2 error shape tritonclient can print */
+    c->kserve = strncmp(c->path, "/v2", 3) == 0 && (c->path[3] == '\0' || c->path[3] == '/');
     /* Before routing: without the token, unknown paths and known ones look the same. */
     if (!cr_auth_exempt(&h->auth, c->path) && !cr_auth_check(&h->auth, cr_header(c, MHD_HTTP_HEADER_AUTHORIZATION)))
         return refuse_401(c);

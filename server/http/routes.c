@@ -23,12 +23,20 @@ static const cr_route routes[] = {
     {"/v2", "GET", cr_kserve_server_metadata, CR_ROUTE_OTHER, true},
     {"/v2/health/live", "GET", cr_kserve_live, CR_ROUTE_OTHER, true},
     {"/v2/health/ready", "GET", cr_kserve_ready, CR_ROUTE_OTHER, true},
+    {"/v2/models/stats", "GET", cr_kserve_model_stats, CR_ROUTE_OTHER, true},
     {"/v2/models/{model}", "GET", cr_kserve_model_metadata, CR_ROUTE_OTHER, true},
     {"/v2/models/{model}/versions/{version}", "GET", cr_kserve_model_metadata, CR_ROUTE_OTHER, true},
     {"/v2/models/{model}/ready", "GET", cr_kserve_model_ready, CR_ROUTE_OTHER, true},
     {"/v2/models/{model}/versions/{version}/ready", "GET", cr_kserve_model_ready, CR_ROUTE_OTHER, true},
     {"/v2/models/{model}/infer", "POST", cr_kserve_infer, CR_ROUTE_OTHER, true},
     {"/v2/models/{model}/versions/{version}/infer", "POST", cr_kserve_infer, CR_ROUTE_OTHER, true},
+    {"/v2/models/{model}/config", "GET", cr_kserve_model_config, CR_ROUTE_OTHER, true},
+    {"/v2/models/{model}/versions/{version}/config", "GET", cr_kserve_model_config, CR_ROUTE_OTHER, true},
+    {"/v2/models/{model}/stats", "GET", cr_kserve_model_stats, CR_ROUTE_OTHER, true},
+    {"/v2/models/{model}/versions/{version}/stats", "GET", cr_kserve_model_stats, CR_ROUTE_OTHER, true},
+    {"/v2/repository/index", "POST", cr_kserve_repository_index, CR_ROUTE_OTHER, true},
+    {"/v2/repository/models/{model}/load", "POST", cr_kserve_repository_load, CR_ROUTE_OTHER, true},
+    {"/v2/repository/models/{model}/unload", "POST", cr_kserve_repository_load, CR_ROUTE_OTHER, true},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 

@@ -18,6 +18,10 @@ enum MHD_Result cr_kserve_ready(cr_conn *c);           /* GET /v2/health/ready *
 enum MHD_Result cr_kserve_model_metadata(cr_conn *c);  /* GET /v2/models/{model}[/versions/v] */
 enum MHD_Result cr_kserve_model_ready(cr_conn *c);     /* GET .../ready */
 enum MHD_Result cr_kserve_infer(cr_conn *c);           /* POST .../infer */
+enum MHD_Result cr_kserve_model_config(cr_conn *c);    /* GET .../config (Triton) */
+enum MHD_Result cr_kserve_model_stats(cr_conn *c);     /* GET /v2/models[/{model}[/versions/v]]/stats */
+enum MHD_Result cr_kserve_repository_index(cr_conn *c);/* POST /v2/repository/index */
+enum MHD_Result cr_kserve_repository_load(cr_conn *c); /* POST /v2/repository/models/{model}/(un)load */
 
 /* First call of a POST on a kserve route: accepted content types (none, application/json,
  * application/octet-stream), a well-formed Inference-Header-Content-Length, and the body limit

@@ -30,6 +30,8 @@ typedef struct {
     int n_outputs;
 } cr_ks_model;
 
+/* Every model, for the repository index and statistics. */
+const cr_ks_model *cr_ks_models(size_t *n);
 /* The model named by the first len bytes of name; NULL when there is none. */
 const cr_ks_model *cr_ks_model_find(const char *name, size_t len);
 /* Index of the input/output called name in the model, -1 when it has none. */
@@ -56,6 +58,9 @@ typedef struct {
 int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
                  const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err);
 void cr_ks_spec_free(cr_ks_spec *s);
+
+/* Triton's per-model inference statistics (kserve_repo.c): one finished inference of model m. */
+void cr_ks_stats_record(const cr_ks_model *m, const cr_job *j);
 
 /* ---- response (kserve_encode.c) ----------------------------------------------------------- */
 

@@ -17,6 +17,12 @@ static const cr_ks_model models[] = {
      {{"counts", count_types, 1, false}, {"edges", matrix_types, 1, true}}, 2},
 };
 
+const cr_ks_model *cr_ks_models(size_t *n)
+{
+    *n = sizeof models / sizeof models[0];
+    return models;
+}
+
 const cr_ks_model *cr_ks_model_find(const char *name, size_t len)
 {
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)

@@ -178,6 +178,7 @@ enum MHD_Result cr_kserve_begin(cr_conn *c)
 static enum MHD_Result encode_done(cr_conn *c, cr_job *j)
 {
     cr_ks_response r;
+    cr_ks_stats_record(((const cr_ks_spec *)c->ctx)->model, j);
     if (atomic_load(&j->state) != CR_JOB_DONE)
         return cr_send_error(c, &j->error);
     if (cr_ks_encode(j, c->ctx, cr_engine_backend(c->h->deps.engine)->name, &r) != 0)

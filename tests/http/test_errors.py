@@ -229,10 +229,15 @@ def test_json_with_charset_is_json(daemon):
     assert r.status_code == 200, r.text
 
 
-@pytest.mark.parametrize("path", ["/", "/v1", "/v1/", "/v1/gemm/extra", "/v2/gemm", "/v1/GEMM",
+@pytest.mark.parametrize("path", ["/", "/v1", "/v1/", "/v1/gemm/extra", "/v1/GEMM",
                                   "/v1/jobs/x/y/z", "/admin", "/metrics/x", "/healthz/"])
 def test_unknown_route_404(daemon, path):
     assert_error(daemon.get(path), 404, "not_found")
+
+
+def test_unknown_v2_route_404_in_the_v2_shape(daemon):
+    r = daemon.get("/v2/gemm")  # under /v2 tritonclient reads {"error": "message"}
+    assert r.status_code == 404 and isinstance(r.json()["error"], str)
 
 
 @pytest.mark.parametrize("path", ["/v1/nope", "/v1/fft"])

@@ -401,3 +401,51 @@ def test_nul_in_a_string_is_refused_like_v1(daemon):
             '"parameters":{"kernel":"reference\\u0000junk"}}')
     r = daemon.post("/v2/models/ata/infer", data=body, headers={"Content-Type": "application/json"})
     assert "u0000" in ks_error(r, 400)
+
+
+# -- the rest of Triton's HTTP surface -----------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["gemm", "ata", "histogram"])
+def test_model_config_via_client(client, model):
+    for version in ("", "1"):
+        cfg = client.get_model_config(model, version)
+        assert cfg["name"] == model and cfg["platform"] == "crunchd"
+        assert cfg["max_batch_size"] == 0
+        meta = client.get_model_metadata(model)
+        assert [t["name"] for t in cfg["input"]] == [t["name"] for t in meta["inputs"]]
+        for t in cfg["input"] + cfg["output"]:
+            assert t["data_type"].startswith("TYPE_") and all(d == -1 for d in t["dims"])
+
+
+def test_repository_index_via_client(client):
+    index = client.get_model_repository_index()
+    assert sorted(m["name"] for m in index) == ["ata", "gemm", "histogram"]
+    assert all(m["state"] == "READY" and m["version"] == "1" for m in index)
+    with pytest.raises(InferenceServerException) as e:
+        client.load_model("gemm")
+    assert e.value.status() == "400" and "built in" in e.value.message()
+
+
+def test_inference_statistics_count_inferences(client):
+    before = client.get_inference_statistics("ata")["model_stats"][0]
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    inp = tc.InferInput("a", list(a.shape), "FP32")
+    inp.set_data_from_numpy(a)
+    client.infer("ata", [inp])
+    after = client.get_inference_statistics("ata", "1")["model_stats"][0]
+    assert after["name"] == "ata" and after["version"] == "1"
+    assert after["inference_count"] == before["inference_count"] + 1
+    assert after["inference_stats"]["success"]["count"] == before["inference_stats"]["success"]["count"] + 1
+    assert after["last_inference"] >= before["last_inference"]
+    every = client.get_inference_statistics()["model_stats"]
+    assert sorted(m["name"] for m in every) == ["ata", "gemm", "histogram"]
+
+
+def test_every_v2_error_has_the_v2_shape(client, daemon):
+    for r in (daemon.get("/v2/nope"), daemon.get("/v2/models/gemm/nope"), daemon.request("PUT", "/v2/models/gemm/infer"),
+              daemon.get("/v2/models/nope/config"), daemon.get("/v2/models/gemm/versions/2/stats")):
+        body = r.json()
+        assert r.status_code in (404, 405) and isinstance(body.get("error"), str), (r.status_code, body)
+    with pytest.raises(InferenceServerException) as e:
+        client.get_model_config("nope")
+    assert e.value.status() == "404" and "nope" in e.value.message()
