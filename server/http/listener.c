@@ -208,7 +208,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
         return;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->status)
         c->status = 499; /* the client went away before an answer: nginx's convention */
-    cr_metrics_request(c->label, c->status);
+    cr_metrics_request(c->label, c->status, cr_now() - c->t0);
     log_request(c);
     cr_sync_forget(c);
     cr_upload_free(c);

@@ -10,11 +10,13 @@
 #include <string.h>
 
 #include "server/memory.h"
+#include "server/obs/process.h"
 
 #define N_CODES 600
-#define N_PHASES 5
+#define N_PHASES 6
 static const char *const route_names[CR_ROUTE_COUNT] = {"gemm", "ata", "histogram", "jobs", "other"};
-static const char *const phase_names[N_PHASES] = {"queue", "h2d", "kernel", "d2h", "total"};
+/* receive: first byte of the request to its job queued (upload and decode) */
+static const char *const phase_names[N_PHASES] = {"receive", "queue", "h2d", "kernel", "d2h", "total"};
 static const double bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                 0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10, 30, 60};
 #define N_BOUNDS (sizeof bounds / sizeof bounds[0])
@@ -29,8 +31,18 @@ typedef struct {
 static const int batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 #define N_BATCH_BOUNDS (sizeof batch_bounds / sizeof batch_bounds[0])
 
+/* Request durations by route and status code: the codes a daemon answers are few, so a small
+ * table found by a scan (under the lock) instead of a histogram per possible code. */
+#define MAX_DURATION_SERIES 96
+typedef struct {
+    int route, code;
+    histogram h;
+} duration_series;
+
 static struct {
     _Atomic uint64_t requests[CR_ROUTE_COUNT][N_CODES];
+    duration_series req_durations[MAX_DURATION_SERIES];
+    int n_req_durations;
     _Atomic uint64_t batch[CR_METRICS_MAX_DEVICES][N_BATCH_BOUNDS + 1]; /* last: +Inf */
     _Atomic uint64_t batch_jobs[CR_METRICS_MAX_DEVICES];
     _Atomic uint64_t bytes_in;
@@ -53,13 +65,35 @@ void cr_metrics_reset(void)
     }
     memset(m.durations, 0, sizeof m.durations);
     memset(m.flops, 0, sizeof m.flops);
+    memset(m.req_durations, 0, sizeof m.req_durations);
+    m.n_req_durations = 0;
     pthread_mutex_unlock(&m.mu);
 }
 
-void cr_metrics_request(cr_route_label route, int http_status)
+static void observe(histogram *h, double seconds);
+
+static void observe_request(int route, int code, double seconds)
 {
-    if ((unsigned)route < CR_ROUTE_COUNT && http_status >= 100 && http_status < N_CODES)
-        atomic_fetch_add_explicit(&m.requests[route][http_status], 1, memory_order_relaxed);
+    pthread_mutex_lock(&m.mu);
+    duration_series *d = NULL;
+    for (int i = 0; i < m.n_req_durations && !d; i++)
+        if (m.req_durations[i].route == route && m.req_durations[i].code == code)
+            d = &m.req_durations[i];
+    if (!d && m.n_req_durations < MAX_DURATION_SERIES) {
+        d = &m.req_durations[m.n_req_durations++];
+        d->route = route, d->code = code;
+    }
+    if (d) /* beyond the table's room (codes no daemon answers): counted in requests_total only */
+        observe(&d->h, seconds);
+    pthread_mutex_unlock(&m.mu);
+}
+
+void cr_metrics_request(cr_route_label route, int http_status, double seconds)
+{
+    if ((unsigned)route >= CR_ROUTE_COUNT || http_status < 100 || http_status >= N_CODES)
+        return;
+    atomic_fetch_add_explicit(&m.requests[route][http_status], 1, memory_order_relaxed);
+    observe_request((int)route, http_status, seconds);
 }
 
 void cr_metrics_bytes_in(uint64_t n) { atomic_fetch_add_explicit(&m.bytes_in, n, memory_order_relaxed); }
@@ -89,7 +123,7 @@ void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops)
 {
     if ((unsigned)op >= CR_OP_COUNT)
         return;
-    const double phases[N_PHASES] = {ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total};
+    const double phases[N_PHASES] = {ms->receive, ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total};
     pthread_mutex_lock(&m.mu);
     for (int p = 0; p < N_PHASES; p++)
         observe(&m.durations[op][p], phases[p] / 1e3);
@@ -151,28 +185,43 @@ static void render_requests(text *t)
         }
 }
 
+static void put_histogram(text *t, const char *name, const char *labels, const histogram *h)
+{
+    uint64_t cum = 0;
+    for (size_t i = 0; i <= N_BOUNDS; i++) {
+        cum += h->buckets[i];
+        if (i < N_BOUNDS)
+            put(t, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, bounds[i], (unsigned long long)cum);
+        else
+            put(t, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, (unsigned long long)cum);
+    }
+    put(t, "%s_sum{%s} %.9g\n", name, labels, h->sum);
+    put(t, "%s_count{%s} %llu\n", name, labels, (unsigned long long)h->count);
+}
+
+/* First byte of the request (its headers) to the last of the answer handed to the socket. */
+static void render_request_durations(text *t)
+{
+    put(t, "# HELP crunchd_request_duration_seconds HTTP requests from their first byte to the last "
+           "of the answer, by route and status code.\n"
+           "# TYPE crunchd_request_duration_seconds histogram\n");
+    for (int i = 0; i < m.n_req_durations; i++) {
+        char labels[64];
+        snprintf(labels, sizeof labels, "route=\"%s\",code=\"%d\"", route_names[m.req_durations[i].route],
+                 m.req_durations[i].code);
+        put_histogram(t, "crunchd_request_duration_seconds", labels, &m.req_durations[i].h);
+    }
+}
+
 static void render_durations(text *t)
 {
     put(t, "# HELP crunchd_job_duration_seconds Job time by op and phase.\n"
            "# TYPE crunchd_job_duration_seconds histogram\n");
     for (int op = 0; op < CR_OP_COUNT; op++)
         for (int p = 0; p < N_PHASES; p++) {
-            const histogram *h = &m.durations[op][p];
-            const char *o = cr_op_name((cr_op)op);
-            uint64_t cum = 0;
-            for (size_t i = 0; i <= N_BOUNDS; i++) {
-                cum += h->buckets[i];
-                if (i < N_BOUNDS)
-                    put(t, "crunchd_job_duration_seconds_bucket{op=\"%s\",phase=\"%s\",le=\"%g\"} %llu\n",
-                        o, phase_names[p], bounds[i], (unsigned long long)cum);
-                else
-                    put(t, "crunchd_job_duration_seconds_bucket{op=\"%s\",phase=\"%s\",le=\"+Inf\"} %llu\n",
-                        o, phase_names[p], (unsigned long long)cum);
-            }
-            put(t, "crunchd_job_duration_seconds_sum{op=\"%s\",phase=\"%s\"} %.9g\n", o,
-                phase_names[p], h->sum);
-            put(t, "crunchd_job_duration_seconds_count{op=\"%s\",phase=\"%s\"} %llu\n", o,
-                phase_names[p], (unsigned long long)h->count);
+            char labels[64];
+            snprintf(labels, sizeof labels, "op=\"%s\",phase=\"%s\"", cr_op_name((cr_op)op), phase_names[p]);
+            put_histogram(t, "crunchd_job_duration_seconds", labels, &m.durations[op][p]);
         }
     put(t, "# HELP crunchd_flops_total Floating-point operations performed by finished jobs.\n"
            "# TYPE crunchd_flops_total counter\n");
@@ -247,10 +296,32 @@ static void render_memory(text *t, const cr_metrics_gauges *g)
         (unsigned long long)g->results_kept_bytes);
 }
 
+static void render_process(text *t)
+{
+    cr_process_stats p;
+    if (cr_process_read(&p) < 0)
+        return;
+    put(t, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+           "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.2f\n", p.cpu_seconds);
+    put(t, "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+           "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %llu\n",
+        (unsigned long long)p.resident_bytes);
+    put(t, "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+           "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %llu\n",
+        (unsigned long long)p.virtual_bytes);
+    put(t, "# HELP process_open_fds Number of open file descriptors.\n"
+           "# TYPE process_open_fds gauge\nprocess_open_fds %llu\n", (unsigned long long)p.open_fds);
+    put(t, "# HELP process_max_fds Maximum number of open file descriptors.\n"
+           "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n", (unsigned long long)p.max_fds);
+    put(t, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+           "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n",
+        p.start_time_seconds);
+}
+
 static void render_gauges(text *t, const cr_metrics_gauges *g)
 {
-    put(t, "# HELP crunchd_bytes_in_total Request body bytes received.\n"
-           "# TYPE crunchd_bytes_in_total counter\ncrunchd_bytes_in_total %llu\n",
+    put(t, "# HELP crunchd_received_bytes_total Request body bytes received.\n"
+           "# TYPE crunchd_received_bytes_total counter\ncrunchd_received_bytes_total %llu\n",
         (unsigned long long)atomic_load(&m.bytes_in));
     put(t, "# HELP crunchd_jobs_in_queue Jobs waiting for a worker.\n"
            "# TYPE crunchd_jobs_in_queue gauge\ncrunchd_jobs_in_queue %d\n", g->queued);
@@ -290,8 +361,10 @@ char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len)
         return NULL;
     render_requests(&t);
     pthread_mutex_lock(&m.mu);
+    render_request_durations(&t);
     render_durations(&t);
     pthread_mutex_unlock(&m.mu);
+    render_process(&t);
     render_gauges(&t, g);
     render_memory(&t, g);
     render_devices(&t, g);

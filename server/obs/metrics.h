@@ -34,7 +34,8 @@ typedef struct {
 } cr_metrics_gauges;
 
 void cr_metrics_reset(void);
-void cr_metrics_request(cr_route_label route, int http_status);
+/* One answered request: its route, status and seconds from its first byte to its last. */
+void cr_metrics_request(cr_route_label route, int http_status, double seconds);
 void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops);
 void cr_metrics_bytes_in(uint64_t n);
 /* A launch of n jobs on device `device` (1: a job alone). */

@@ -97,7 +97,7 @@ def metric_refs(expr):
     by = set()
     for m in re.finditer(r"\b(?:by|without)\s*\(([^)]*)\)", expr):
         by |= {x.strip() for x in m.group(1).split(",") if x.strip()}
-    for m in re.finditer(r"\b(crunchd_[a-zA-Z0-9_]+)\s*(\{([^}]*)\})?", expr):
+    for m in re.finditer(r"\b((?:crunchd|process)_[a-zA-Z0-9_]+)\s*(\{([^}]*)\})?", expr):
         labels = set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)", m.group(3) or ""))
         refs.append((m.group(1), labels, by))
     return refs
@@ -111,7 +111,7 @@ def test_dashboard_names_only_scraped_metrics_and_labels(scraped_series):
     seen = set()
     for title, expr in dashboard_exprs() + adapter_exprs():
         refs = metric_refs(expr)
-        assert refs, f"{title}: no crunchd metric in {expr!r}"
+        assert refs, f"{title}: no crunchd or process metric in {expr!r}"
         for metric, labels, by in refs:
             seen.add(metric)
             assert metric in scraped_series, f"{title}: {metric} is not in a real scrape"

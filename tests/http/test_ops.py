@@ -144,7 +144,7 @@ def test_json_log_format(start_daemon):
 # -- metrics ------------------------------------------------------------------------------------
 
 METRICS = ["crunchd_requests_total", "crunchd_jobs_in_queue", "crunchd_jobs_running",
-           "crunchd_job_duration_seconds", "crunchd_flops_total", "crunchd_bytes_in_total",
+           "crunchd_job_duration_seconds", "crunchd_flops_total", "crunchd_received_bytes_total",
            "crunchd_device_memory_used_bytes", "crunchd_device_ready", "crunchd_build_info"]
 
 
@@ -214,7 +214,7 @@ def test_metrics_counters_increase(daemon):
     assert diff("crunchd_flops_total", op="gemm") >= 3 * 2 * m * n * k
     assert diff("crunchd_job_duration_seconds_count", op="gemm", phase="total") >= 3
     assert diff("crunchd_job_duration_seconds_sum", op="gemm", phase="total") > 0
-    assert diff("crunchd_bytes_in_total") >= sent
+    assert diff("crunchd_received_bytes_total") >= sent
     inf_bucket = value(after, "crunchd_job_duration_seconds_bucket", op="gemm", phase="total",
                        le="+Inf")
     assert inf_bucket == value(after, "crunchd_job_duration_seconds_count", op="gemm",

@@ -8,12 +8,12 @@
 static void test_render(void)
 {
     cr_metrics_reset();
-    cr_metrics_request(CR_ROUTE_GEMM, 200);
-    cr_metrics_request(CR_ROUTE_GEMM, 200);
-    cr_metrics_request(CR_ROUTE_OTHER, 404);
-    cr_metrics_request(CR_ROUTE_GEMM, 9999); /* out of range: ignored, not a crash */
+    cr_metrics_request(CR_ROUTE_GEMM, 200, 0.003);
+    cr_metrics_request(CR_ROUTE_GEMM, 200, 0.2);
+    cr_metrics_request(CR_ROUTE_OTHER, 404, 0.0001);
+    cr_metrics_request(CR_ROUTE_GEMM, 9999, 1.0); /* out of range: ignored, not a crash */
     cr_metrics_bytes_in(1234);
-    cr_phase_ms ms = {.queue = 0.05, .h2d = 0.2, .kernel = 3.0, .d2h = 0.2, .total = 4.0};
+    cr_phase_ms ms = {.receive = 0.7, .queue = 0.05, .h2d = 0.2, .kernel = 3.0, .d2h = 0.2, .total = 4.0};
     cr_metrics_job(CR_OP_GEMM, &ms, 2e9);
     cr_metrics_gauges g = {.queued = 3, .running = 1, .n_devices = 1, .backend = "cpu",
                            .version = "1.2.3", .cuda = "none"};
@@ -26,7 +26,7 @@ static void test_render(void)
     CHECK(strstr(t, "crunchd_requests_total{op=\"gemm\",code=\"200\"} 2\n") != NULL);
     CHECK(strstr(t, "crunchd_requests_total{op=\"other\",code=\"404\"} 1\n") != NULL);
     CHECK(strstr(t, "code=\"9999\"") == NULL);
-    CHECK(strstr(t, "crunchd_bytes_in_total 1234\n") != NULL);
+    CHECK(strstr(t, "crunchd_received_bytes_total 1234\n") != NULL);
     CHECK(strstr(t, "crunchd_jobs_in_queue 3\n") != NULL);
     CHECK(strstr(t, "crunchd_jobs_running 1\n") != NULL);
     CHECK(strstr(t, "crunchd_flops_total{op=\"gemm\"} 2000000000\n") != NULL);
@@ -39,6 +39,15 @@ static void test_render(void)
     CHECK(strstr(t, "crunchd_device_ready{device=") != NULL);
     CHECK(strstr(t, "crunchd_build_info{version=\"1.2.3\",backend=\"cpu\",cuda=\"none\"} 1\n") != NULL);
     CHECK(strstr(t, "# TYPE crunchd_job_duration_seconds histogram\n") != NULL);
+    CHECK(strstr(t, "crunchd_job_duration_seconds_bucket{op=\"gemm\",phase=\"receive\",le=\"0.001\"} 1\n") != NULL);
+    /* first byte to last, by route and code: 3 ms and 200 ms of gemm 200, 0.1 ms of other 404 */
+    CHECK(strstr(t, "# TYPE crunchd_request_duration_seconds histogram\n") != NULL);
+    CHECK(strstr(t, "crunchd_request_duration_seconds_bucket{route=\"gemm\",code=\"200\",le=\"0.005\"} 1\n") != NULL);
+    CHECK(strstr(t, "crunchd_request_duration_seconds_bucket{route=\"gemm\",code=\"200\",le=\"0.25\"} 2\n") != NULL);
+    CHECK(strstr(t, "crunchd_request_duration_seconds_count{route=\"other\",code=\"404\"} 1\n") != NULL);
+    CHECK(strstr(t, "crunchd_request_duration_seconds_count{route=\"gemm\",code=\"9999\"}") == NULL);
+    CHECK(strstr(t, "process_resident_memory_bytes ") != NULL && strstr(t, "process_open_fds ") != NULL);
+    CHECK(strstr(t, "process_start_time_seconds ") != NULL && strstr(t, "process_cpu_seconds_total ") != NULL);
     CHECK(strstr(t, "crunchd_pinned_host_bytes") == NULL); /* a backend without pinned memory */
     free(t);
     g.has_pinned = true;
