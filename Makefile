@@ -183,6 +183,9 @@ $(BUILD)/bench/%: bench/%.cu $(BUILD)/libcrunchkernels.a $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $(filter %.cu %.a,$^) -lcublas -lopenblas
 
+# The spec is built into the daemon (.incbin): its object follows it.
+$(BUILD)/server/http/openapi.o: api/openapi.yaml
+
 # -MMD: each object depends on exactly the headers it includes (build/**/*.d).
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/http/openapi.h"
 #include "server/http/v1.h"
 #include "server/kserve/kserve.h"
 
@@ -12,6 +13,7 @@ static const cr_route routes[] = {
     {"/readyz", "GET", cr_route_readyz, CR_ROUTE_OTHER, false},
     {"/metrics", "GET", cr_route_metrics, CR_ROUTE_OTHER, false},
     {"/v1/info", "GET", cr_route_info, CR_ROUTE_OTHER, false},
+    {"/openapi.yaml", "GET", cr_route_openapi, CR_ROUTE_OTHER, false},
     {"/v1/kernels", "GET", cr_route_kernels, CR_ROUTE_OTHER, false},
     {"/v1/gemm", "POST", cr_route_op, CR_ROUTE_GEMM, false},
     {"/v1/ata", "POST", cr_route_op, CR_ROUTE_ATA, false},

@@ -69,7 +69,7 @@ def test_spec_lists_the_contract_routes(spec):
     assert ops == {
         ("/v1/gemm", "POST"), ("/v1/ata", "POST"), ("/v1/histogram", "POST"),
         ("/v1/jobs", "POST"), ("/v1/jobs/{id}", "GET"), ("/v1/jobs/{id}", "DELETE"),
-        ("/v1/jobs/{id}/result", "GET"), ("/healthz", "GET"), ("/readyz", "GET"),
+        ("/v1/jobs/{id}/result", "GET"), ("/healthz", "GET"), ("/readyz", "GET"), ("/openapi.yaml", "GET"),
         ("/metrics", "GET"), ("/v1/info", "GET"), ("/v1/kernels", "GET"),
     } | KSERVE_OPS, ops
 
@@ -217,3 +217,10 @@ def test_error_answers_match_schema(daemon, spec):
               daemon.post("/v1/ata", {"a": [[1]], "zzz": 0})):
         assert r.status_code >= 400
         check(spec, "Error", r.json())
+
+
+def test_the_daemon_serves_its_own_spec(daemon):
+    """GET /openapi.yaml is api/openapi.yaml byte for byte: the binary and its contract cannot drift."""
+    r = daemon.get("/openapi.yaml")
+    assert r.status_code == 200 and r.headers["Content-Type"] == "application/yaml"
+    assert r.content == (ROOT / "api" / "openapi.yaml").read_bytes()
