@@ -229,18 +229,36 @@ static int check_elements(const cr_jmatrix *m, const cr_limits *lim, cr_error *e
     return 0;
 }
 
+/* The dict form's members: rows, cols and data, each once (cJSON would quietly read the first
+ * of two, so {"rows": 2, "rows": 3} is refused rather than guessed at). */
+static int check_dict_members(const cJSON *obj, const char *name, cr_error *err)
+{
+    static const char *const known[] = {"rows", "cols", "data"};
+    char field[64];
+    unsigned seen = 0;
+    for (const cJSON *f = obj->child; f; f = f->next) {
+        unsigned k = 0;
+        while (k < 3 && strcmp(f->string, known[k]) != 0)
+            k++;
+        snprintf(field, sizeof field, "%s.%s", name, f->string);
+        if (k == 3)
+            return cr_fail(err, 400, "invalid_field", field,
+                           "unknown field \"%s\" in matrix %s (expected rows, cols, data)",
+                           f->string, name);
+        if (seen & (1u << k))
+            return cr_fail(err, 400, "invalid_field", field,
+                           "field \"%s\" appears twice in matrix %s", f->string, name);
+        seen |= 1u << k;
+    }
+    return 0;
+}
+
 static int measure_dict(const cJSON *obj, const char *name, const cr_limits *lim, cr_jmatrix *m,
                         cr_error *err)
 {
     char field[64];
-    for (const cJSON *f = obj->child; f; f = f->next) {
-        if (strcmp(f->string, "rows") && strcmp(f->string, "cols") && strcmp(f->string, "data")) {
-            snprintf(field, sizeof field, "%s.%s", name, f->string);
-            return cr_fail(err, 400, "invalid_field", field,
-                           "unknown field \"%s\" in matrix %s (expected rows, cols, data)",
-                           f->string, name);
-        }
-    }
+    if (check_dict_members(obj, name, err))
+        return -1;
     if (read_dim(obj, name, "rows", &m->rows, err) || read_dim(obj, name, "cols", &m->cols, err))
         return -1;
     if (check_elements(m, lim, err))
