@@ -626,6 +626,20 @@ static void *fill_input(const ks_ctx *x, cr_request *r, int slot, cr_error *err)
     return p;
 }
 
+/* NaN has no bin: numpy drops it from a histogram with a range, the client would never know.
+ * JSON data cannot hold one (non-finite numbers are refused as they are read); binary can. */
+static int refuse_nan(const cr_hist_task *h, cr_dtype dt, cr_error *err)
+{
+    for (int64_t i = 0; i < h->count; i++) {
+        double v = dt == CR_DT_F32 ? (double)((const float *)h->data)[i] : ((const double *)h->data)[i];
+        if (isnan(v))
+            return cr_fail(err, 400, "non_finite", "data",
+                           "input data holds NaN (element %lld): a histogram has no bin for it",
+                           (long long)i);
+    }
+    return 0;
+}
+
 static int fill_task(ks_ctx *x, cr_request *r, cr_error *err)
 {
     void *p[CR_KS_MAX_IO] = {NULL};
@@ -644,8 +658,10 @@ static int fill_task(ks_ctx *x, cr_request *r, cr_error *err)
     default: {
         cr_hist_task *h = &r->task.u.hist;
         h->data = p[0];
-        if (!r->is_float_hist || x->p.has_range_lo)
+        if (!r->is_float_hist)
             return 0;
+        if (x->p.has_range_lo) /* without a range, the range of the data refuses NaN below */
+            return refuse_nan(h, r->task.dtype, err);
         cr_range_status st = cr_hist_range_of_data(h->data, h->count, r->task.dtype, &h->lo, &h->hi);
         if (st == CR_RANGE_OK)
             return 0;

@@ -749,6 +749,45 @@ static void test_tree_budget(void)
 
 /* ---- KServe -------------------------------------------------------------------------------- */
 
+static int ks_binary(const char *head, const void *data, size_t n, cr_request *r, cr_ks_spec *s,
+                     cr_error *e)
+{
+    static const cr_limits lim = {.max_elements = 1 << 20, .max_total_bytes = 1 << 26, .max_bins = 4096};
+    size_t hl = strlen(head);
+    memcpy(body, head, hl);
+    memcpy(body + hl, data, n);
+    memset(e, 0, sizeof *e);
+    return cr_ks_decode(cr_ks_model_find("histogram", 9), body, hl + n, (int64_t)hl, &lim, r, s, e);
+}
+
+/* A float histogram's NaN has no bin: refused (400), not dropped, with a range or without. */
+static void test_kserve_nan(void)
+{
+    float f[4] = {0.5f, 0.25f, NAN, 0.75f};
+    double d[4] = {0.5, NAN, 0.25, 0.75};
+    cr_request r;
+    cr_ks_spec s;
+    cr_error e;
+    const char *f32 = "{\"inputs\":[{\"name\":\"data\",\"datatype\":\"FP32\",\"shape\":[4],"
+                      "\"parameters\":{\"binary_data_size\":16}}],\"parameters\":{\"range_lo\":0,"
+                      "\"range_hi\":1}}";
+    CHECK(ks_binary(f32, f, sizeof f, &r, &s, &e) == -1 && e.http == 400 &&
+          !strcmp(e.code, "non_finite") && strstr(e.message, "NaN (element 2)"));
+    const char *f64 = "{\"inputs\":[{\"name\":\"data\",\"datatype\":\"FP64\",\"shape\":[4],"
+                      "\"parameters\":{\"binary_data_size\":32}}],\"parameters\":{\"range_lo\":0,"
+                      "\"range_hi\":1}}";
+    CHECK(ks_binary(f64, d, sizeof d, &r, &s, &e) == -1 && e.http == 400 &&
+          !strcmp(e.code, "non_finite") && strstr(e.message, "NaN (element 1)"));
+    const char *no_range = "{\"inputs\":[{\"name\":\"data\",\"datatype\":\"FP32\",\"shape\":[4],"
+                           "\"parameters\":{\"binary_data_size\":16}}]}";
+    CHECK(ks_binary(no_range, f, sizeof f, &r, &s, &e) == -1 && e.http == 400 &&
+          !strcmp(e.field, "data"));
+    f[2] = INFINITY; /* outside any finite range: numpy leaves it out, and so do we */
+    CHECK(ks_binary(f32, f, sizeof f, &r, &s, &e) == 0 && r.task.u.hist.count == 4);
+    cr_request_free(&r);
+    cr_ks_spec_free(&s);
+}
+
 /* Rank-1 data given as rows: a 400 naming the element, as for /v1 (it was a 500). */
 static void test_kserve_rows_for_a_list(void)
 {
@@ -781,6 +820,7 @@ int main(void)
     test_row_span_errors();
     test_span_budget();
     test_tree_budget();
+    test_kserve_nan();
     test_kserve_rows_for_a_list();
     test_differential();
     return check_summary("test_json_fastpath");
