@@ -19,6 +19,8 @@
  *   409 not_done           result asked for before the job finished; also "cancelled"/"failed" jobs
  *   411 length_required    body without Content-Length where one is needed
  *   413 too_large          body, JSON or declared sizes over a limit (field named when a size)
+ *                          or a JSON body too costly to parse (its values outside numeric
+ *                          lists; field: the top-level member)
  *   415 unsupported_media_type
  *   422 shape_mismatch     shapes do not conform                   (field named)
  *   422 non_finite_result  a JSON answer would need Inf/NaN (overflow); .npy carries them

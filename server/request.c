@@ -117,10 +117,10 @@ void cr_request_free(cr_request *r)
 
 int cr_request_decode_charge(size_t body_bytes, cr_error *err)
 {
-    return cr_mem_charge(CR_MEM_DECODE, (uint64_t)body_bytes * CR_DECODE_FACTOR, "decoding the body", err);
+    return cr_mem_charge(CR_MEM_DECODE, CR_DECODE_BYTES(body_bytes), "decoding the body", err);
 }
 
 void cr_request_decode_release(size_t body_bytes)
 {
-    cr_mem_release(CR_MEM_DECODE, (uint64_t)body_bytes * CR_DECODE_FACTOR);
+    cr_mem_release(CR_MEM_DECODE, CR_DECODE_BYTES(body_bytes));
 }

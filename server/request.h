@@ -66,10 +66,10 @@ void cr_request_free_inputs(cr_request *r);
 
 void cr_request_free(cr_request *r);
 
-/* A decoder's working memory beside the body (skeleton, parse tree of what is not a numeric
- * array, span tables): at most this many times the body for any shape (make bench-json
- * reports the worst), charged to the budget for the decode's duration. */
-#define CR_DECODE_FACTOR 2
+/* A decoder's working memory beside the body and the arrays (which are charged as allocated):
+ * the span table (at most 1 MiB + body/4) and cJSON's tree of what is not a numeric array (at
+ * most 1 MiB + body/2, server/codec/json_fastarray.h), reserved for the decode's duration. */
+#define CR_DECODE_BYTES(body) ((uint64_t)(body) * 3 / 4 + (2u << 20))
 int cr_request_decode_charge(size_t body_bytes, cr_error *err);
 void cr_request_decode_release(size_t body_bytes);
 

@@ -57,16 +57,19 @@ static cJSON *parse_body(const char *body, size_t len, cr_jfast *fast, cr_error 
         cr_fail(err, 503, "host_memory", "", "out of memory reading the JSON body");
         return NULL;
     }
-    /* cJSON reads the skeleton (long numeric arrays blanked to "[]") when there is one;
-     * positions in messages are mapped back to the body's */
-    const char *text = fast->skeleton ? fast->skeleton : body;
-    size_t text_len = fast->skeleton ? fast->skel_len : len;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, text_len, &end, 0);
+    /* cJSON reads the skeleton (numeric arrays blanked to "[]") when there is one; positions
+     * in messages are mapped back to the body's */
+    const char *text = fast->text, *end = NULL;
+    size_t text_len = fast->text_len;
+    bool over_budget;
+    cJSON *root = cr_jfast_parse(fast, &end, &over_budget);
     if (!root) {
         size_t at = end && end >= text && end <= text + text_len ? (size_t)(end - text) : 0;
-        cr_fail(err, 400, "invalid_json", "", "request body is not valid JSON (error at byte %zu)",
-                cr_jfast_body_offset(fast, at));
+        if (over_budget)
+            cr_jfast_fail_budget(fast, at, err);
+        else
+            cr_fail(err, 400, "invalid_json", "", "request body is not valid JSON (error at byte %zu)",
+                    cr_jfast_body_offset(fast, at));
         return NULL;
     }
     const char *bad = cr_json_stray_control(text, text_len);

@@ -1,4 +1,4 @@
-/* Long numeric arrays outside cJSON; see json_fastarray.h. */
+/* Numeric arrays outside cJSON, and the bound on cJSON's memory; see json_fastarray.h. */
 #include "server/codec/json_fastarray.h"
 
 #include <float.h>
@@ -10,28 +10,49 @@
  * left to it. */
 #define MAX_TOKEN 63
 
-/* cJSON skips every byte <= ' ' as whitespace. */
-static bool is_space(unsigned char c) { return c <= ' '; }
+/* What one span costs: itself and its entry in by_node. */
+#define SPAN_COST (sizeof(cr_jspan) + sizeof(cr_jspan *))
+
+static bool enabled = true;
+
+void cr_jfast_set_enabled(bool on) { enabled = on; }
+
+/* JSON's whitespace. cJSON skips every byte <= ' ', but the decoders then refuse the other
+ * control characters in the text cJSON read (cr_json_stray_control): inside a span one would
+ * escape that check. */
+static bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
-/* -?d+(.d*)?([eE][+-]?d+)? : what strtod consumes whole, so cJSON's value is strtod's. Returns
+static size_t skip_space(const char *body, size_t len, size_t at)
+{
+    while (at < len && is_space((unsigned char)body[at]))
+        at++;
+    return at;
+}
+
+/* -?(d+(.d*)?|.d+)([eE][+-]?d+)? starting with '-' or a digit: what cJSON takes for a number
+ * and strtod consumes whole, so cJSON's value is strtod's ("-.5" included, ".5" not). Returns
  * the token's length, 0 when not one. */
 static size_t number_token(const char *s, const char *end)
 {
     const char *p = s;
-    if (p < end && *p == '-')
-        p++;
+    bool neg = p < end && *p == '-';
+    p += neg;
     const char *d = p;
     while (p < end && is_digit((unsigned char)*p))
         p++;
-    if (p == d)
+    bool int_digits = p > d, frac_digits = false;
+    if (!int_digits && !neg)
         return 0;
     if (p < end && *p == '.') {
-        p++;
+        const char *f = ++p;
         while (p < end && is_digit((unsigned char)*p))
             p++;
+        frac_digits = p > f;
     }
+    if (!int_digits && !frac_digits)
+        return 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
         if (p < end && (*p == '+' || *p == '-'))
@@ -46,37 +67,87 @@ static size_t number_token(const char *s, const char *end)
     return n <= MAX_TOKEN ? n : 0;
 }
 
-/* If body[open] starts an array of plain numbers, its element count and the offset of its ']';
- * -1 otherwise (including the empty array: nothing to gain). */
-static int64_t number_array(const char *body, size_t len, size_t open, size_t *close)
+/* If body[open] starts a list of plain numbers (maybe empty), its length and the offset of its
+ * ']'; -1 otherwise. */
+static int64_t number_list(const char *body, size_t len, size_t open, size_t *close)
 {
-    const char *p = body + open + 1, *end = body + len;
+    size_t at = skip_space(body, len, open + 1);
     int64_t count = 0;
+    if (at < len && body[at] == ']') {
+        *close = at;
+        return 0;
+    }
     for (;;) {
-        while (p < end && is_space((unsigned char)*p))
-            p++;
-        size_t n = number_token(p, end);
+        size_t n = number_token(body + at, body + len);
         if (!n)
             return -1;
-        p += n;
         count++;
-        while (p < end && is_space((unsigned char)*p))
-            p++;
-        if (p >= end)
+        at = skip_space(body, len, at + n);
+        if (at >= len)
             return -1;
-        if (*p == ']') {
-            *close = (size_t)(p - body);
+        if (body[at] == ']') {
+            *close = at;
             return count;
         }
-        if (*p++ != ',')
+        if (body[at] != ',')
+            return -1;
+        at = skip_space(body, len, at + 1);
+    }
+}
+
+/* If body[open] starts a list of number lists (rows), fills s's rows, count, cols, odd row and
+ * close; -1 otherwise. */
+static int row_lists(const char *body, size_t len, size_t open, cr_jspan *s)
+{
+    size_t at = open + 1;
+    s->rows = s->count = 0;
+    s->odd_row = -1;
+    for (;;) {
+        at = skip_space(body, len, at);
+        size_t close = 0;
+        int64_t n = at < len && body[at] == '[' ? number_list(body, len, at, &close) : -1;
+        if (n < 0)
+            return -1;
+        if (s->rows == 0)
+            s->cols = n;
+        else if (n != s->cols && s->odd_row < 0) {
+            s->odd_row = s->rows;
+            s->odd_len = n;
+        }
+        s->rows++;
+        s->count += n;
+        at = skip_space(body, len, close + 1);
+        if (at >= len)
+            return -1;
+        if (body[at] == ']') {
+            s->close = at;
+            return 0;
+        }
+        if (body[at++] != ',')
             return -1;
     }
 }
 
-static int add_span(cr_jfast *f, size_t *cap, const cr_jspan *s)
+/* Whether body[open] starts a span: a flat list or a list of rows, of CR_JFAST_MIN values. */
+static bool find_span(const char *body, size_t len, size_t open, cr_jspan *s)
+{
+    int64_t n = number_list(body, len, open, &s->close);
+    if (n >= 0) {
+        s->count = n;
+        return n >= CR_JFAST_MIN;
+    }
+    return row_lists(body, len, open, s) == 0 && s->rows + s->count >= CR_JFAST_MIN;
+}
+
+/* Keeps s; 1 when the spans' budget is spent (the array stays with cJSON), -1 out of memory. */
+static int add_span(cr_jfast *f, size_t *cap, size_t budget, const cr_jspan *s)
 {
     if (f->n_spans == *cap) {
         size_t grown = *cap ? *cap * 2 : 16;
+        if (grown > budget / SPAN_COST)
+            grown = budget / SPAN_COST;
+        if (grown <= *cap)
+            return 1;
         cr_jspan *p = realloc(f->spans, grown * sizeof *p);
         if (!p)
             return -1;
@@ -124,15 +195,15 @@ static int build_skeleton(cr_jfast *f)
 int cr_jfast_scan(const char *body, size_t len, cr_jfast *f)
 {
     memset(f, 0, sizeof *f);
-    f->body = body;
-    f->len = len;
-    size_t cap = 0, at = 0;
+    f->body = f->text = body;
+    f->len = f->text_len = len;
+    size_t cap = 0, at = 0, budget = CR_JFAST_BUDGET_MIN + len / 4;
     uint64_t ordinal = 0;
     /* The next '[' and '"' at or after `at`, each searched again only once passed, so the scan
      * stays linear however many brackets and strings alternate. */
     size_t bracket = 0, quote = 0;
     bool bracket_known = false, quote_known = false;
-    while (at < len) {
+    while (enabled && at < len) {
         if (!bracket_known || bracket < at) {
             const char *q = memchr(body + at, '[', len - at);
             bracket = q ? (size_t)(q - body) : len;
@@ -149,22 +220,102 @@ int cr_jfast_scan(const char *body, size_t len, cr_jfast *f)
             at = skip_string(body, len, quote);
             continue;
         }
-        size_t open = bracket, close = 0;
-        int64_t count = number_array(body, len, open, &close);
-        if (count >= CR_JFAST_MIN) {
-            cr_jspan s = {open, close, 0, count, ordinal, NULL};
-            if (add_span(f, &cap, &s))
-                return cr_jfast_free(f), -1;
-            at = close + 1;
-        } else {
-            at = open + 1;
-        }
-        ordinal++;
+        cr_jspan s = {.open = bracket, .odd_row = -1, .ordinal = ordinal++};
+        int kept = find_span(body, len, bracket, &s) ? add_span(f, &cap, budget, &s) : 1;
+        if (kept < 0)
+            return cr_jfast_free(f), -1;
+        at = kept == 0 ? s.close + 1 : bracket + 1;
     }
     if (f->n_spans && build_skeleton(f))
         return cr_jfast_free(f), -1;
+    if (f->skeleton) {
+        f->text = f->skeleton;
+        f->text_len = f->skel_len;
+    }
     return 0;
 }
+
+/* ---- cJSON's budget ----------------------------------------------------------------------- */
+
+/* cJSON allocates through counted_malloc, installed before main (while no thread can be using
+ * cJSON); during cr_jfast_parse this thread's allocations draw on *parse_left. Frees are not
+ * credited: a parse frees nothing until it fails. */
+static _Thread_local size_t *parse_left;
+static _Thread_local bool parse_over;
+
+static void *counted_malloc(size_t n)
+{
+    size_t *left = parse_left;
+    if (left) {
+        size_t cost = n + 2 * sizeof(size_t); /* malloc's header and rounding, about */
+        if (cost > *left) {
+            parse_over = true;
+            return NULL;
+        }
+        *left -= cost;
+    }
+    return malloc(n);
+}
+
+__attribute__((constructor)) static void count_cjson_allocations(void)
+{
+    cJSON_Hooks hooks = {counted_malloc, free};
+    cJSON_InitHooks(&hooks);
+}
+
+static size_t tree_budget(const cr_jfast *f) { return CR_JFAST_BUDGET_MIN + f->len / 2; }
+
+cJSON *cr_jfast_parse(const cr_jfast *f, const char **end, bool *over_budget)
+{
+    size_t left = tree_budget(f);
+    parse_left = &left;
+    parse_over = false;
+    cJSON *root = cJSON_ParseWithLengthOpts(f->text, f->text_len, end, 0);
+    parse_left = NULL;
+    *over_budget = !root && parse_over;
+    return root;
+}
+
+/* The key of the root object's member that text[at] is in, as written (escapes and all); ""
+ * when none. */
+static void member_at(const char *text, size_t at, char *name, size_t cap)
+{
+    int depth = 0;
+    size_t key = 0, key_len = 0;
+    name[0] = '\0';
+    for (size_t i = 0; i < at; i++) {
+        char c = text[i];
+        if (c == '"') {
+            size_t past = skip_string(text, at, i);
+            if (depth == 1 && past < at) {
+                key = i + 1;
+                key_len = past - i - 2;
+            }
+            i = past - 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        } else if (c == ':' && depth == 1) { /* the last string at depth 1 was its key */
+            size_t n = key_len < cap - 1 ? key_len : cap - 1;
+            memcpy(name, text + key, n);
+            name[n] = '\0';
+        }
+    }
+}
+
+int cr_jfast_fail_budget(const cr_jfast *f, size_t at, cr_error *err)
+{
+    char name[sizeof err->field];
+    member_at(f->text, at, name, sizeof name);
+    return cr_fail(err, 413, "too_large", name,
+                   "the JSON body's values outside numeric lists need over %zu KiB of parse tree "
+                   "(stopped at byte %zu%s%s); send numbers as lists or lists of rows of numbers",
+                   tree_budget(f) >> 10, cr_jfast_body_offset(f, at), name[0] ? ", in " : "",
+                   name);
+}
+
+/* ---- spans and nodes ---------------------------------------------------------------------- */
 
 /* Arrays of the parsed skeleton in document order: the k-th is the k-th '['. */
 static void bind_walk(cr_jfast *f, const cJSON *n, uint64_t *ordinal, size_t *next)
@@ -220,13 +371,54 @@ const cr_jspan *cr_jfast_find(const cr_jfast *f, const cJSON *node)
     return NULL;
 }
 
+int64_t cr_jfast_size(const cr_jfast *f, const cJSON *node)
+{
+    const cr_jspan *s = cr_jfast_find(f, node);
+    if (s)
+        return s->rows ? s->rows : s->count;
+    int64_t n = 0;
+    for (const cJSON *e = node ? node->child : NULL; e; e = e->next)
+        n++;
+    return n;
+}
+
+/* Whether text[at] (a '[') stands where cJSON wants an object's key: inside an object, after
+ * its '{' or a ','. */
+static bool key_position(const char *text, size_t at)
+{
+    char open[1024]; /* cJSON refuses deeper nesting before it gets here */
+    size_t depth = 0;
+    char last = 0;   /* the last byte before `at` that is not whitespace to cJSON */
+    for (size_t i = 0; i < at; i++) {
+        char c = text[i];
+        if (c == '"') {
+            i = skip_string(text, at, i) - 1;
+        } else if (c == '{' || c == '[') {
+            if (depth == sizeof open)
+                return false;
+            open[depth++] = c;
+        } else if ((c == '}' || c == ']') && depth) {
+            depth--;
+        }
+        if ((unsigned char)c > ' ')
+            last = c;
+    }
+    return depth && open[depth - 1] == '{' && (last == '{' || last == ',');
+}
+
 size_t cr_jfast_body_offset(const cr_jfast *f, size_t skel_at)
 {
     size_t shift = 0;
     for (size_t i = 0; i < f->n_spans && skel_at > f->spans[i].skel_at; i++) {
-        if (skel_at == f->spans[i].skel_at + 1)
-            return f->spans[i].close; /* at its ']' */
-        shift += f->spans[i].close - f->spans[i].open - 1;
+        const cr_jspan *s = &f->spans[i];
+        /* cJSON stops just past a span's '[' where a key was due (in the body: the span's first
+         * byte), or reports the text's last byte when the text ends right after the span (in
+         * the body: its ']') */
+        if (skel_at == s->skel_at + 1)
+            return s->skel_at + 2 < f->text_len || key_position(f->text, s->skel_at)
+                       ? s->open + 1
+                       : s->close;
+        shift += s->close - s->open - 1;
     }
     return skel_at + shift;
 }

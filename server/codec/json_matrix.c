@@ -82,17 +82,16 @@ static int put_element(const cJSON *e, cr_dtype dt, void *dst, int64_t at, const
     return put_value(e->valuedouble, dt, dst, at, p, err);
 }
 
-/* A span's numbers straight from the body text into dst[at..]; *index (p->i or p->j) names the
- * element in an error. One loop per dtype: this is the hot path of big JSON requests. */
-static int put_span(const cr_jfast *f, const cr_jspan *s, cr_dtype dt, void *dst, int64_t at,
-                    elem_path *p, int64_t *index, cr_error *err)
+/* n numbers of a span's text from *q into dst[at..], *q left past the last; *index (p->i or
+ * p->j) names the element in an error. One loop per dtype: this is the hot path of big JSON
+ * requests. */
+static int put_numbers(const char **q, int64_t n, cr_dtype dt, void *dst, int64_t at,
+                       elem_path *p, int64_t *index, cr_error *err)
 {
-    const char *q = f->body + s->open + 1;
-    int64_t n = s->count;
     if (dt == CR_DT_F32) {
         float *d = (float *)dst + at;
         for (int64_t k = 0; k < n; k++) {
-            double v = cr_jfast_next(&q);
+            double v = cr_jfast_next(q);
             float x = (float)v;
             if (!isfinite(x)) /* also catches a non-finite v */
                 return *index = k, put_value(v, dt, dst, at + k, p, err);
@@ -103,7 +102,7 @@ static int put_span(const cr_jfast *f, const cr_jspan *s, cr_dtype dt, void *dst
     if (dt == CR_DT_F64) {
         double *d = (double *)dst + at;
         for (int64_t k = 0; k < n; k++) {
-            double v = cr_jfast_next(&q);
+            double v = cr_jfast_next(q);
             if (!isfinite(v))
                 return *index = k, put_value(v, dt, dst, at + k, p, err);
             d[k] = v;
@@ -112,10 +111,43 @@ static int put_span(const cr_jfast *f, const cr_jspan *s, cr_dtype dt, void *dst
     }
     for (int64_t k = 0; k < n; k++) {
         *index = k;
-        if (put_value(cr_jfast_next(&q), dt, dst, at + k, p, err) != 0)
+        if (put_value(cr_jfast_next(q), dt, dst, at + k, p, err) != 0)
             return -1;
     }
     return 0;
+}
+
+/* A flat span's numbers into dst[at..]. */
+static int put_span(const cr_jfast *f, const cr_jspan *s, cr_dtype dt, void *dst, int64_t at,
+                    elem_path *p, int64_t *index, cr_error *err)
+{
+    const char *q = f->body + s->open + 1;
+    return put_numbers(&q, s->count, dt, dst, at, p, index, err);
+}
+
+int cr_jrows_fill_in(const cr_jfast *f, const cr_jspan *s, const char *prefix, cr_dtype dt,
+                     void *dst, cr_error *err)
+{
+    elem_path p = {prefix, 0, 0};
+    if (s->odd_row >= 0) /* the shape check refuses these first: a bug */
+        return cr_fail(err, 500, "internal", prefix, "%s has rows of unequal length", prefix);
+    const char *q = f->body + s->open + 1;
+    for (; p.i < s->rows; p.i++) {
+        while (*q != '[') /* the span's text: separators, then the row's '[' */
+            q++;
+        q++;
+        if (put_numbers(&q, s->cols, dt, dst, p.i * s->cols, &p, &p.j, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Element 0 of a list of rows where a number was wanted: what put_element says of a list. */
+static int row_not_number(const elem_path *p, cr_error *err)
+{
+    char where[96];
+    return cr_fail(err, 400, "invalid_field", path_text(p, where, sizeof where),
+                   "%s must be a number, got a list", where);
 }
 
 int64_t cr_jlist_count(const cJSON *node, const char *path, cr_error *err)
@@ -133,7 +165,7 @@ int64_t cr_jlist_count_in(const cr_jfast *fast, const cJSON *node, const char *p
 {
     const cr_jspan *s = cr_jfast_find(fast, node);
     if (s)
-        return s->count;
+        return s->rows ? s->rows : s->count;
     if (!cJSON_IsArray(node))
         return cr_fail(err, 400, "invalid_field", path, "%s must be a list of numbers, got %s",
                        path, cr_json_type_name(node));
@@ -149,9 +181,9 @@ int cr_jlist_fill_in(const cr_jfast *fast, const cJSON *list, const char *path, 
     elem_path p = {path, 0, -1};
     const cr_jspan *s = cr_jfast_find(fast, list);
     if (s) {
-        if (s->count != count) /* measured from the same span: a bug */
+        if ((s->rows ? s->rows : s->count) != count) /* measured from the same span: a bug */
             return cr_fail(err, 500, "internal", path, "%s changed length while decoding", path);
-        return put_span(fast, s, dt, dst, 0, &p, &p.i, err);
+        return s->rows ? row_not_number(&p, err) : put_span(fast, s, dt, dst, 0, &p, &p.i, err);
     }
     const cJSON *e = list->child;
     for (; e && p.i < count; e = e->next, p.i++)
@@ -197,18 +229,36 @@ static int check_elements(const cr_jmatrix *m, const cr_limits *lim, cr_error *e
     return 0;
 }
 
+/* The dict form's members: rows, cols and data, each once (cJSON would quietly read the first
+ * of two, so {"rows": 2, "rows": 3} is refused rather than guessed at). */
+static int check_dict_members(const cJSON *obj, const char *name, cr_error *err)
+{
+    static const char *const known[] = {"rows", "cols", "data"};
+    char field[64];
+    unsigned seen = 0;
+    for (const cJSON *f = obj->child; f; f = f->next) {
+        unsigned k = 0;
+        while (k < 3 && strcmp(f->string, known[k]) != 0)
+            k++;
+        snprintf(field, sizeof field, "%s.%s", name, f->string);
+        if (k == 3)
+            return cr_fail(err, 400, "invalid_field", field,
+                           "unknown field \"%s\" in matrix %s (expected rows, cols, data)",
+                           f->string, name);
+        if (seen & (1u << k))
+            return cr_fail(err, 400, "invalid_field", field,
+                           "field \"%s\" appears twice in matrix %s", f->string, name);
+        seen |= 1u << k;
+    }
+    return 0;
+}
+
 static int measure_dict(const cJSON *obj, const char *name, const cr_limits *lim, cr_jmatrix *m,
                         cr_error *err)
 {
     char field[64];
-    for (const cJSON *f = obj->child; f; f = f->next) {
-        if (strcmp(f->string, "rows") && strcmp(f->string, "cols") && strcmp(f->string, "data")) {
-            snprintf(field, sizeof field, "%s.%s", name, f->string);
-            return cr_fail(err, 400, "invalid_field", field,
-                           "unknown field \"%s\" in matrix %s (expected rows, cols, data)",
-                           f->string, name);
-        }
-    }
+    if (check_dict_members(obj, name, err))
+        return -1;
     if (read_dim(obj, name, "rows", &m->rows, err) || read_dim(obj, name, "cols", &m->cols, err))
         return -1;
     if (check_elements(m, lim, err))
@@ -230,10 +280,38 @@ static int measure_dict(const cJSON *obj, const char *name, const cr_limits *lim
     return 0;
 }
 
+/* The nested form as a span: the same checks, in the same order, from what the scan kept (row 0's
+ * length, the first row of another). */
+static int measure_span_rows(const cr_jspan *s, const char *name, const cr_limits *lim,
+                             cr_jmatrix *m, cr_error *err)
+{
+    char field[64];
+    if (!s->rows)
+        return cr_fail(err, 400, "invalid_field", name,
+                       "%s must be a 2-D list of rows (or {\"rows\",\"cols\",\"data\"}); "
+                       "a 1-D list is not a matrix", name);
+    int64_t bad = s->cols == 0 ? 0 : s->odd_row, len = s->cols == 0 ? 0 : s->odd_len;
+    snprintf(field, sizeof field, "%s[%lld]", name, (long long)bad);
+    if (bad >= 0 && len == 0)
+        return cr_fail(err, 400, "invalid_field", field, "%s is an empty row", field);
+    if (bad >= 0)
+        return cr_fail(err, 400, "invalid_field", field,
+                       "%s has %lld numbers but %s[0] has %lld: rows must be equally long",
+                       field, (long long)len, name, (long long)s->cols);
+    m->rows = s->rows;
+    m->cols = s->cols;
+    m->nested = 1;
+    return check_elements(m, lim, err);
+}
+
 static int measure_nested(const cJSON *list, const char *name, const cr_limits *lim,
                           cr_jmatrix *m, cr_error *err)
 {
     char field[64];
+    const cr_jspan *s = cr_jfast_find(m->fast, list);
+    m->data = list;
+    if (s)
+        return measure_span_rows(s, name, lim, m, err);
     const cJSON *first = list->child;
     if (!first)
         return cr_fail(err, 400, "invalid_field", name, "%s is an empty list; a matrix needs rows",
@@ -291,11 +369,16 @@ int cr_jmatrix_fill(const cr_jmatrix *m, cr_dtype dt, void *dst, cr_error *err)
         snprintf(field, sizeof field, "%s.data", m->name);
         return cr_jlist_fill_in(m->fast, m->data, field, m->rows * m->cols, dt, dst, err);
     }
+    const cr_jspan *rows = cr_jfast_find(m->fast, m->data);
+    if (rows)
+        return cr_jrows_fill_in(m->fast, rows, m->name, dt, dst, err);
     elem_path p = {m->name, 0, 0};
     int64_t at = 0;
     for (const cJSON *row = m->data->child; row; row = row->next, p.i++) {
         p.j = 0;
         const cr_jspan *s = cr_jfast_find(m->fast, row);
+        if (s && s->rows) /* a row that is a list of lists */
+            return row_not_number(&p, err);
         if (s) {
             if (at + s->count > m->rows * m->cols)
                 break; /* the shape check below reports it */

@@ -45,6 +45,11 @@ int64_t cr_jlist_count_in(const cr_jfast *fast, const cJSON *node, const char *p
 int cr_jlist_fill_in(const cr_jfast *fast, const cJSON *list, const char *path, int64_t count,
                      cr_dtype dt, void *dst, cr_error *err);
 
+/* A list of rows held by a span (s->rows > 0, every row s->cols long: measured) into dst,
+ * row-major; errors name the element as "<prefix>[i][j]". */
+int cr_jrows_fill_in(const cr_jfast *f, const cr_jspan *s, const char *prefix, cr_dtype dt,
+                     void *dst, cr_error *err);
+
 /* The JSON type of a node in words, for messages ("a string", "null", ...). */
 const char *cr_json_type_name(const cJSON *node);
 

@@ -45,6 +45,7 @@ typedef struct {
 typedef struct {
     const cr_ks_model *m;
     const cr_limits *lim;
+    const cr_jfast *fast; /* the header's numeric arrays, outside cJSON */
     ks_input in[CR_KS_MAX_IO];
     const char *bin; /* the binary section: after the header; NULL when none */
     size_t bin_len, bin_used;
@@ -53,39 +54,56 @@ typedef struct {
 
 /* ---- the JSON header ------------------------------------------------------------------------ */
 
-static cJSON *parse_header(const char *body, size_t len, cr_error *err)
+/* The JSON header through the fast path (server/codec/json_fastarray.h): its numeric arrays
+ * never become cJSON nodes, and what does is bounded. Positions in messages are the body's. */
+static cJSON *parse_header(const char *body, size_t len, cr_jfast *fast, cr_error *err)
 {
-    const char *end = NULL;
     if (len == 0) {
         cr_fail(err, 400, "invalid_json", "",
                 "the inference request is empty; expected a JSON object");
         return NULL;
     }
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    if (!root) {
-        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-        cr_fail(err, 400, "invalid_json", "",
-                "the inference request is not valid JSON (error at byte %zu)", at);
+    if (cr_jfast_scan(body, len, fast) != 0) {
+        cr_fail(err, 503, "host_memory", "", "out of memory reading the inference request");
         return NULL;
     }
-    const char *bad = cr_json_stray_control(body, (size_t)(end - body));
+    const char *text = fast->text, *end = NULL;
+    size_t text_len = fast->text_len;
+    bool over_budget;
+    cJSON *root = cr_jfast_parse(fast, &end, &over_budget);
+    if (!root) {
+        size_t at = end && end >= text && end <= text + text_len ? (size_t)(end - text) : 0;
+        if (over_budget)
+            cr_jfast_fail_budget(fast, at, err);
+        else
+            cr_fail(err, 400, "invalid_json", "",
+                    "the inference request is not valid JSON (error at byte %zu)",
+                    cr_jfast_body_offset(fast, at));
+        return NULL;
+    }
+    const char *bad = cr_json_stray_control(text, (size_t)(end - text));
     if (bad) {
         cJSON_Delete(root);
         cr_fail(err, 400, "invalid_json", "",
                 "control character or \\u0000 where JSON allows none (at byte %zu)",
-                (size_t)(bad - body));
+                cr_jfast_body_offset(fast, (size_t)(bad - text)));
         return NULL;
     }
-    size_t at = (size_t)(end - body);
-    while (at < len &&
-           (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n'))
+    size_t at = (size_t)(end - text);
+    while (at < text_len &&
+           (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' || text[at] == '\n'))
         at++;
-    if (at < len) {
+    if (at < text_len) {
         cJSON_Delete(root);
         cr_fail(err, 400, "invalid_json", "",
                 "extra bytes after the JSON object at byte %zu (binary tensors need the "
                 "Inference-Header-Content-Length header)",
-                at);
+                cr_jfast_body_offset(fast, at));
+        return NULL;
+    }
+    if (cr_jfast_bind(fast, root) != 0) {
+        cJSON_Delete(root);
+        cr_fail(err, 503, "host_memory", "", "out of memory reading the inference request");
         return NULL;
     }
     return root;
@@ -317,29 +335,51 @@ static int input_datatype(const cJSON *t, const cr_ks_tensor *spec, ks_input *in
                    spec->name, cJSON_IsString(n) ? name : cr_json_type_name(n), list);
 }
 
+/* Whether a matrix's JSON data is a list of rows (its first element a list), as a span or not. */
+static bool is_row_list(const cr_jfast *f, const cJSON *data)
+{
+    const cr_jspan *s = cr_jfast_find(f, data);
+    return s ? s->rows > 0 : data->child && cJSON_IsArray(data->child);
+}
+
+static int bad_row(const char *field, int64_t i, const ks_input *in, cr_error *err)
+{
+    return cr_fail(err, 400, "invalid_field", field, "%s[%lld] is not a list of %lld numbers",
+                   field, (long long)i, (long long)in->shape[1]);
+}
+
+/* A list of shape[0] rows of shape[1] numbers each. */
+static int measure_rows(const cr_jfast *f, const cJSON *data, const char *field,
+                        const ks_input *in, cr_error *err)
+{
+    int64_t rows = cr_jfast_size(f, data);
+    if (rows != in->shape[0])
+        return cr_fail(err, 400, "invalid_field", field, "%s has %lld rows but the shape says %lld",
+                       field, (long long)rows, (long long)in->shape[0]);
+    const cr_jspan *s = cr_jfast_find(f, data);
+    if (s) { /* every row a list of numbers: the first of another length than shape[1] */
+        int64_t i = s->cols != in->shape[1] ? 0 : s->odd_row;
+        return i < 0 ? 0 : bad_row(field, i, in, err);
+    }
+    int64_t i = 0;
+    for (const cJSON *row = data->child; row; row = row->next, i++)
+        if (!cJSON_IsArray(row) || cr_jfast_size(f, row) != in->shape[1])
+            return bad_row(field, i, in, err);
+    return 0;
+}
+
 /* JSON data: a flat row-major list, or (matrices) a list of rows, with exactly count numbers. */
-static int measure_json_data(const cJSON *data, const cr_ks_tensor *spec, const ks_input *in,
-                             cr_error *err)
+static int measure_json_data(const ks_ctx *x, const cJSON *data, const cr_ks_tensor *spec,
+                             const ks_input *in, cr_error *err)
 {
     char field[64];
     snprintf(field, sizeof field, "%s.data", spec->name);
     if (!cJSON_IsArray(data))
         return cr_fail(err, 400, "invalid_field", field, "%s must be a list of numbers, got %s",
                        field, cr_json_type_name(data));
-    if (spec->rank == 2 && data->child && cJSON_IsArray(data->child)) {
-        if (cJSON_GetArraySize(data) != in->shape[0])
-            return cr_fail(err, 400, "invalid_field", field,
-                           "%s has %d rows but the shape says %lld", field,
-                           cJSON_GetArraySize(data), (long long)in->shape[0]);
-        int i = 0;
-        for (const cJSON *row = data->child; row; row = row->next, i++)
-            if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != in->shape[1])
-                return cr_fail(err, 400, "invalid_field", field,
-                               "%s[%d] is not a list of %lld numbers", field, i,
-                               (long long)in->shape[1]);
-        return 0;
-    }
-    int64_t n = cr_jlist_count(data, field, err);
+    if (spec->rank == 2 && is_row_list(x->fast, data))
+        return measure_rows(x->fast, data, field, in, err);
+    int64_t n = cr_jlist_count_in(x->fast, data, field, err);
     if (n < 0)
         return -1;
     if ((uint64_t)n != in->count)
@@ -419,7 +459,7 @@ static int measure_input(const cJSON *t, int index, ks_ctx *x, cr_error *err)
                        "input %s needs exactly one of data or parameters.binary_data_size",
                        spec->name);
     in->data = data;
-    return data ? measure_json_data(data, spec, in, err) : measure_binary(size, spec, in, x, err);
+    return data ? measure_json_data(x, data, spec, in, err) : measure_binary(size, spec, in, x, err);
 }
 
 static int measure_inputs(const cJSON *root, ks_ctx *x, cr_error *err)
@@ -430,6 +470,8 @@ static int measure_inputs(const cJSON *root, ks_ctx *x, cr_error *err)
     if (!cJSON_IsArray(inputs))
         return cr_fail(err, 400, "invalid_field", "inputs", "inputs must be a list, got %s",
                        cr_json_type_name(inputs));
+    if (cr_jfast_find(x->fast, inputs)) /* numbers or lists of them, where objects belong */
+        return cr_fail(err, 400, "invalid_field", "inputs", "inputs[0] must be an object");
     int i = 0;
     for (const cJSON *t = inputs->child; t; t = t->next, i++)
         if (measure_input(t, i, x, err))
@@ -548,9 +590,10 @@ static int hist_task(ks_ctx *x, cr_request *r, cr_error *err)
 
 /* ---- inputs: filling ------------------------------------------------------------------------ */
 
-static void *fill_input(cr_request *r, int slot, const ks_input *in, const char *name,
-                        cr_error *err)
+static void *fill_input(const ks_ctx *x, cr_request *r, int slot, cr_error *err)
 {
+    const ks_input *in = &x->in[slot];
+    const cr_ks_tensor *spec = &x->m->inputs[slot];
     size_t es = cr_dtype_size(in->dt), bytes = (size_t)in->count * es;
     void *p = cr_request_alloc_buf(r, slot, bytes, false, err);
     if (!p)
@@ -560,24 +603,43 @@ static void *fill_input(cr_request *r, int slot, const ks_input *in, const char 
         return p;
     }
     char field[64];
-    snprintf(field, sizeof field, "%s.data", name);
-    if (!(in->data->child && cJSON_IsArray(in->data->child)))
-        return cr_jlist_fill(in->data, field, (int64_t)in->count, in->dt, p, err) ? NULL : p;
+    snprintf(field, sizeof field, "%s.data", spec->name);
+    if (!(spec->rank == 2 && is_row_list(x->fast, in->data)))
+        return cr_jlist_fill_in(x->fast, in->data, field, (int64_t)in->count, in->dt, p, err)
+                   ? NULL
+                   : p;
+    const cr_jspan *s = cr_jfast_find(x->fast, in->data);
+    if (s)
+        return cr_jrows_fill_in(x->fast, s, field, in->dt, p, err) ? NULL : p;
     int64_t i = 0;
     for (const cJSON *row = in->data->child; row; row = row->next, i++) {
-        snprintf(field, sizeof field, "%s.data[%lld]", name, (long long)i);
-        if (cr_jlist_fill(row, field, in->shape[1], in->dt,
-                          (char *)p + (size_t)(i * in->shape[1]) * es, err))
+        snprintf(field, sizeof field, "%s.data[%lld]", spec->name, (long long)i);
+        if (cr_jlist_fill_in(x->fast, row, field, in->shape[1], in->dt,
+                             (char *)p + (size_t)(i * in->shape[1]) * es, err))
             return NULL;
     }
     return p;
+}
+
+/* NaN has no bin: numpy drops it from a histogram with a range, the client would never know.
+ * JSON data cannot hold one (non-finite numbers are refused as they are read); binary can. */
+static int refuse_nan(const cr_hist_task *h, cr_dtype dt, cr_error *err)
+{
+    for (int64_t i = 0; i < h->count; i++) {
+        double v = dt == CR_DT_F32 ? (double)((const float *)h->data)[i] : ((const double *)h->data)[i];
+        if (isnan(v))
+            return cr_fail(err, 400, "non_finite", "data",
+                           "input data holds NaN (element %lld): a histogram has no bin for it",
+                           (long long)i);
+    }
+    return 0;
 }
 
 static int fill_task(ks_ctx *x, cr_request *r, cr_error *err)
 {
     void *p[CR_KS_MAX_IO] = {NULL};
     for (int k = 0; k < x->m->n_inputs; k++)
-        if (x->in[k].present && !(p[k] = fill_input(r, k, &x->in[k], x->m->inputs[k].name, err)))
+        if (x->in[k].present && !(p[k] = fill_input(x, r, k, err)))
             return -1;
     switch (x->m->op) {
     case CR_OP_GEMM:
@@ -591,8 +653,10 @@ static int fill_task(ks_ctx *x, cr_request *r, cr_error *err)
     default: {
         cr_hist_task *h = &r->task.u.hist;
         h->data = p[0];
-        if (!r->is_float_hist || x->p.has_range_lo)
+        if (!r->is_float_hist)
             return 0;
+        if (x->p.has_range_lo) /* without a range, the range of the data refuses NaN below */
+            return refuse_nan(h, r->task.dtype, err);
         cr_range_status st = cr_hist_range_of_data(h->data, h->count, r->task.dtype, &h->lo, &h->hi);
         if (st == CR_RANGE_OK)
             return 0;
@@ -645,6 +709,9 @@ static int parse_outputs(const cJSON *root, ks_ctx *x, const cr_request *r, cr_k
     if (outs && !cJSON_IsArray(outs))
         return cr_fail(err, 400, "invalid_field", "outputs", "outputs must be a list, got %s",
                        cr_json_type_name(outs));
+    if (outs && cr_jfast_find(x->fast, outs)) /* numbers or lists of them, not objects */
+        return cr_fail(err, 400, "invalid_field", "outputs",
+                       "outputs[0] must be an object with a name");
     int i = 0;
     for (const cJSON *o = outs ? outs->child : NULL; o; o = o->next, i++)
         if (requested_output(o, i, x, s, err))
@@ -694,17 +761,17 @@ int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t hea
     memset(req, 0, sizeof *req);
     memset(spec, 0, sizeof *spec);
     spec->model = m;
-    ks_ctx x = {.m = m, .lim = lim};
+    cr_jfast fast = {0};
+    ks_ctx x = {.m = m, .lim = lim, .fast = &fast};
     size_t hl = header_len < 0 ? len : (size_t)header_len;
     if (header_len >= 0) {
         x.bin = body + hl;
         x.bin_len = len - hl;
     }
-    cJSON *root = parse_header(body, hl, err);
-    if (!root)
-        return -1;
-    int rc = decode_root(root, &x, req, spec, err);
+    cJSON *root = parse_header(body, hl, &fast, err);
+    int rc = root ? decode_root(root, &x, req, spec, err) : -1;
     cJSON_Delete(root);
+    cr_jfast_free(&fast);
     if (rc) {
         cr_request_free(req);
         cr_ks_spec_free(spec);

@@ -109,6 +109,31 @@ static const bad_case bad_cases[] = {
      "invalid_field", "a.order"},
     {G, "{\"a\":" M22 ",\"b\":{\"rows\":2,\"cols\":2,\"data\":[1,2,3,[4]]}}", 400,
      "invalid_field", "b.data[3]"},
+    /* a member of the dict form twice: refused, not the first one quietly taken */
+    {G, "{\"a\":{\"rows\":2,\"rows\":3,\"cols\":1,\"data\":[1,2]},\"b\":[[1]]}", 400,
+     "invalid_field", "a.rows"},
+    {G, "{\"a\":{\"rows\":1,\"cols\":2,\"cols\":2,\"data\":[1,2]},\"b\":[[1],[1]]}", 400,
+     "invalid_field", "a.cols"},
+    {G, "{\"a\":{\"rows\":1,\"cols\":2,\"data\":[1,2],\"data\":[3,4]},\"b\":[[1],[1]]}", 400,
+     "invalid_field", "a.data"},
+    {A, "{\"a\":{\"data\":[1],\"rows\":1,\"cols\":1,\"rows\":1}}", 400, "invalid_field",
+     "a.rows"},
+    {G, "{\"a\":" M22 ",\"b\":{\"rows\":2,\"cols\":2,\"data\":[1,2,3,4],\"cols\":2}}", 400,
+     "invalid_field", "b.cols"},
+    {A, "{\"a\":{\"rows\":1,\"rows\":1,\"cols\":1,\"order\":\"C\",\"data\":[1]}}", 400,
+     "invalid_field", "a.rows"},
+    /* long lists (the fast path's spans) in the wrong place: the errors of short ones */
+    {A, "{\"a\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}", 400, "invalid_field", "a"},
+    {A, "{\"a\":[[1],[2],[3],[4],[5],[6],[7],[8],[9],[1,2],[1],[1],[1],[1],[1],[1]]}", 400,
+     "invalid_field", "a[9]"},
+    {A, "{\"a\":[[1],[2],[3],[4],[5],[6],[7],[8],[],[1,2],[1],[1],[1],[1],[1],[1]]}", 400,
+     "invalid_field", "a[8]"},
+    {A, "{\"a\":{\"rows\":16,\"cols\":1,\"data\":[[1],[2],[3],[4],[5],[6],[7],[8],[9],[1],[1],"
+        "[1],[1],[1],[1],[1]]}}", 400, "invalid_field", "a.data[0]"},
+    {H, "{\"data\":[[1],[2],[3],[4],[5],[6],[7],[8],[9],[1],[1],[1],[1],[1],[1],[1]]}", 400,
+     "invalid_field", "data[0]"},
+    {H, "{\"data\":[0],\"range\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}", 400, "invalid_field",
+     "range"},
     /* sizes */
     {G, "{\"a\":{\"rows\":1e9,\"cols\":1e9,\"data\":[1]},\"b\":[[1]]}", 413, "too_large", "a"},
     {G, "{\"a\":{\"rows\":1e30,\"cols\":1,\"data\":[1]},\"b\":[[1]]}", 413, "too_large", "a"},
@@ -387,6 +412,9 @@ static void test_messages(void)
     CHECK_MSG(strstr(e.message, "1-D") != NULL, "1-D list explained: %s", e.message);
     decode(G, "{\"a\":[[1,2],[3,4],[5]],\"b\":[[1]]}", &r, &e);
     CHECK_MSG(strstr(e.message, "a[2]") != NULL, "ragged row named: %s", e.message);
+    decode(G, "{\"a\":{\"rows\":1,\"cols\":1,\"data\":[1],\"rows\":2},\"b\":[[1]]}", &r, &e);
+    CHECK_MSG(strcmp(e.message, "field \"rows\" appears twice in matrix a") == 0,
+              "duplicate member named: %s", e.message);
     char longname[400] = "{\"";
     memset(longname + 2, 'x', 300);
     strcpy(longname + 302, "\":1}");
