@@ -116,3 +116,15 @@ void cr_hist_range_explain(cr_range_status s, double lo, double hi, char *out, s
         break;
     }
 }
+
+int64_t cr_hist_first_nan(const void *data, int64_t count, cr_dtype dt)
+{
+    for (int64_t i = 0; i < count; i++) {
+        double v = dt == CR_DT_F32 ? (double)((const float *)data)[i]
+                   : dt == CR_DT_F64 ? ((const double *)data)[i]
+                                     : 0.0;
+        if (isnan(v))
+            return i;
+    }
+    return -1;
+}

@@ -36,6 +36,9 @@ cr_range_status cr_hist_range_of_data(const void *data, int64_t count, cr_dtype 
 
 /* A sentence for a failed check, naming the range ("range [1, 0] has lo > hi"). */
 void cr_hist_range_explain(cr_range_status s, double lo, double hi, char *out, size_t n);
+/* The first NaN of float data, or -1 (none, or not a float dtype). NaN has no bin: numpy drops it
+ * from a histogram with a range and the client would never know, so every decoder refuses it. */
+int64_t cr_hist_first_nan(const void *data, int64_t count, cr_dtype dt);
 
 #ifdef __cplusplus
 }

@@ -407,6 +407,10 @@ static int finish_histogram(cr_bin_request *r, cr_error *err)
     }
     h->lo = q->lo;
     h->hi = q->hi;
+    int64_t nan_at = q->has_range ? cr_hist_first_nan(h->data, h->count, dt) : -1;
+    if (nan_at >= 0) /* without a range, the range of the data refuses it below */
+        return cr_fail(err, 400, "non_finite", "data",
+                       "input data holds NaN (element %lld): a histogram has no bin for it", (long long)nan_at);
     cr_range_status st = q->has_range ? cr_hist_range_fix(&h->lo, &h->hi, dt)
                                       : cr_hist_range_of_data(h->data, h->count, dt, &h->lo, &h->hi);
     if (st == CR_RANGE_OK)

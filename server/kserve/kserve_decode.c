@@ -621,18 +621,12 @@ static void *fill_input(const ks_ctx *x, cr_request *r, int slot, cr_error *err)
     return p;
 }
 
-/* NaN has no bin: numpy drops it from a histogram with a range, the client would never know.
- * JSON data cannot hold one (non-finite numbers are refused as they are read); binary can. */
 static int refuse_nan(const cr_hist_task *h, cr_dtype dt, cr_error *err)
 {
-    for (int64_t i = 0; i < h->count; i++) {
-        double v = dt == CR_DT_F32 ? (double)((const float *)h->data)[i] : ((const double *)h->data)[i];
-        if (isnan(v))
-            return cr_fail(err, 400, "non_finite", "data",
-                           "input data holds NaN (element %lld): a histogram has no bin for it",
-                           (long long)i);
-    }
-    return 0;
+    int64_t i = cr_hist_first_nan(h->data, h->count, dt);
+    return i < 0 ? 0
+                 : cr_fail(err, 400, "non_finite", "data",
+                           "input data holds NaN (element %lld): a histogram has no bin for it", (long long)i);
 }
 
 static int fill_task(ks_ctx *x, cr_request *r, cr_error *err)

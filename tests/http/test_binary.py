@@ -461,3 +461,11 @@ def test_big_upload_is_on_the_device_when_it_ends(daemon):
     assert r.json()["result"]["counts"] == np.bincount(body, minlength=256).tolist()
     st = parse_server_timing(r.headers["Server-Timing"])
     assert st["h2d"] < 1.0, st
+
+
+def test_npy_float_histogram_with_a_range_refuses_nan(daemon):
+    """numpy drops NaN from a histogram with a range; the API refuses it, as JSON and KServe do."""
+    x = np.array([0.5, np.nan, 0.25], dtype=np.float32)
+    r = daemon.post("/v1/histogram?bins=4&range=0,1", data=npy(x), headers={"Content-Type": "application/x-npy"})
+    assert_error(r, 400, "non_finite", field="data")
+    assert "element 1" in r.json()["error"]["message"]
