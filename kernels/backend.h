@@ -133,6 +133,13 @@ struct cr_backend {
     /* Optional (NULL: none kept): host_alloc's memory, held by requests now and kept for reuse
      * (cuda's pinned cache, which a soak must not mistake for a leak). */
     void (*host_usage)(uint64_t *in_use, uint64_t *cached);
+    /* Optional (NULL: nothing to do): memory the backend did not allocate (a client's shared-
+     * memory region, mapped for as long as it is registered) made as fast to copy from and to
+     * as host_alloc's. cuda page-locks it, after which run() copies it directly, as it does
+     * host_alloc's blocks. false when it could not (the copies are staged: slower, still right).
+     * host_unregister undoes a successful host_register of the same p before p is unmapped. */
+    bool (*host_register)(void *p, size_t bytes);
+    void (*host_unregister)(void *p);
     /* Optional (NULL: every task runs alone through run()): batches of small tasks with equal
      * batch keys (kernels/registry.h) in one copy in, one launch and one copy out. batch_launch
      * queues the whole batch on lane `lane` (0 .. batch_lanes-1) of the worker and returns, so a

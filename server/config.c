@@ -55,6 +55,8 @@ static const opt_spec specs[] = {
      "memory for kept async results, MiB (oldest finished evicted first; at most --max-memory-mb)"},
     {"max-memory-mb", OPT_I64, F(max_memory_mb), 0, 1 << 30,
      "memory budget for everything requests and jobs hold, MiB (0: 3/4 of RAM or the cgroup limit)"},
+    {"shm-max-mb", OPT_I64, F(shm_max_mb), 0, 1 << 30,
+     "system shared memory clients may register at once, MiB (0: half of --max-memory-mb)"},
     {"drain-timeout-s", OPT_INT, F(drain_timeout_s), 1, 86400, "SIGTERM grace period, s"},
     {"log-format", OPT_STR, F(log_format), 0, 0, "text | json"},
     {"auth-token-file", OPT_STR, F(auth_token_file), 0, 0,

@@ -29,6 +29,8 @@ typedef struct {
     int result_ttl_s;
     int64_t result_cap_mb;    /* finished async results kept, in bytes of result data */
     int64_t max_memory_mb;    /* the memory budget (server/memory.h); 0: sized from the machine */
+    int64_t shm_max_mb;       /* shared memory registered at once (clients' memory, not the
+                                 budget's); 0: half the memory budget */
     int drain_timeout_s;
     char log_format[8];       /* text | json */
     char auth_token_file[256];

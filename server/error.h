@@ -17,6 +17,8 @@
  *   404 not_found          unknown route, or unknown/expired job id
  *   405 method_not_allowed (Allow header set)
  *   409 not_done           result asked for before the job finished; also "cancelled"/"failed" jobs
+ *   409 already_exists     a shared memory region of that name is registered
+ *   409 in_use             unregistering a shared memory region a request holds
  *   411 length_required    body without Content-Length where one is needed
  *   413 too_large          body, JSON or declared sizes over a limit (field named when a size)
  *                          or a JSON body too costly to parse (its values outside numeric
@@ -31,6 +33,7 @@
  *   503 memory_budget      over --max-memory-mb now (Retry-After set); 413 when it never fits
  *   504 deadline_exceeded  timeout_ms passed
  *   507 device_memory      does not fit device memory
+ *   507 shm_limit          registering would pass --shm-max-mb (or the most regions there may be)
  *   500 internal           a bug
  */
 typedef struct {

@@ -128,6 +128,10 @@ void cr_config_size(cr_config *c, const cr_machine *m, bool gpu)
         c->max_memory_mb = m->memory ? (int64_t)(m->memory / 4 * 3 >> 20) : 4096;
     if (c->max_memory_mb < 1)
         c->max_memory_mb = 1;
+    /* Registered regions are the clients' memory, but pinned on cuda and read by our jobs:
+     * bounded like the rest of what we hold, with room left for the budget's own. */
+    if (!c->shm_max_mb)
+        c->shm_max_mb = c->max_memory_mb / 2 > 0 ? c->max_memory_mb / 2 : 1;
 }
 
 void cr_config_describe(const cr_config *c, const cr_machine *m, char *out, size_t n)

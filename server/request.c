@@ -74,11 +74,36 @@ static int output_bytes(const cr_task *t, size_t *bytes)
     return __builtin_mul_overflow(elems, (uint64_t)es, bytes) ? -1 : 0;
 }
 
+void cr_request_adopt_buf(cr_request *r, int slot, void *p, size_t bytes, void (*release)(void *hold),
+                          void *hold)
+{
+    cr_request_free_buf(r, slot);
+    r->bufs[slot] = p;
+    r->buf_bytes[slot] = bytes;
+    r->buf_borrowed[slot] = true;
+    r->hold[slot] = hold;
+    r->hold_release[slot] = release;
+}
+
+/* The decoder sized a borrowed output for this very task; anything else is its bug. */
+static int use_borrowed_output(cr_request *r, size_t bytes, cr_error *err)
+{
+    if (r->buf_bytes[CR_BUF_OUTPUT] != bytes)
+        return cr_fail(err, 500, "internal", "", "the output buffer given (%zu bytes) is not the result's %zu",
+                       r->buf_bytes[CR_BUF_OUTPUT], bytes);
+    if (r->task.op == CR_OP_HISTOGRAM) /* kernels add to the counts */
+        memset(r->bufs[CR_BUF_OUTPUT], 0, bytes);
+    cr_task_set_output(&r->task, r->bufs[CR_BUF_OUTPUT]);
+    return 0;
+}
+
 int cr_request_alloc_output(cr_request *r, cr_error *err)
 {
     size_t bytes;
     if (output_bytes(&r->task, &bytes) != 0)
         return cr_fail(err, 500, "internal", "", "cannot size the output of this task");
+    if (r->buf_borrowed[CR_BUF_OUTPUT])
+        return use_borrowed_output(r, bytes, err);
     void *p = cr_request_alloc_buf(r, CR_BUF_OUTPUT, bytes, r->task.op == CR_OP_HISTOGRAM, err);
     if (!p)
         return -1;
@@ -88,7 +113,10 @@ int cr_request_alloc_output(cr_request *r, cr_error *err)
 
 void cr_request_free_buf(cr_request *r, int slot)
 {
-    if (r->bufs[slot]) {
+    if (r->buf_borrowed[slot]) {
+        if (r->hold_release[slot])
+            r->hold_release[slot](r->hold[slot]);
+    } else if (r->bufs[slot]) {
         cr_mem_release(CR_MEM_ARRAYS, r->buf_bytes[slot] ? r->buf_bytes[slot] : 1);
         if (r->buf_free[slot])
             r->buf_free[slot](r->bufs[slot]);
@@ -98,6 +126,9 @@ void cr_request_free_buf(cr_request *r, int slot)
     r->bufs[slot] = NULL;
     r->buf_bytes[slot] = 0;
     r->buf_free[slot] = NULL;
+    r->buf_borrowed[slot] = false;
+    r->hold[slot] = NULL;
+    r->hold_release[slot] = NULL;
 }
 
 void cr_request_free_inputs(cr_request *r)

@@ -30,11 +30,17 @@ typedef struct {
     cr_kernel_choice kernel;            /* what the client asked: auto, all or a name */
     bool is_float_hist;                 /* histogram of float data: response carries edges */
     int64_t timeout_ms;                 /* 0: server default */
-    void *bufs[CR_REQUEST_BUFS];        /* owned; freed by cr_request_free */
+    void *bufs[CR_REQUEST_BUFS];        /* owned (or borrowed, below); freed by cr_request_free */
     size_t buf_bytes[CR_REQUEST_BUFS];
     /* How each buf is freed (NULL: free()): binary uploads land in the backend's pinned host
      * memory, which only its own allocator may release. */
     void (*buf_free[CR_REQUEST_BUFS])(void *p);
+    /* A borrowed buffer is the client's memory (a registered shared-memory region): never freed
+     * and never charged to the memory budget; the request holds it through hold, released with
+     * hold_release(hold) when the slot is freed, so the region outlives every job using it. */
+    bool buf_borrowed[CR_REQUEST_BUFS];
+    void *hold[CR_REQUEST_BUFS];
+    void (*hold_release[CR_REQUEST_BUFS])(void *hold);
     /* The allocator for the output buffer (NULL: malloc), so a pinned request gets a pinned
      * output and the worker copies the result back without staging. */
     void *(*out_alloc)(size_t bytes);
@@ -56,7 +62,15 @@ void *cr_request_alloc_from(cr_request *r, int slot, size_t bytes, bool zeroed, 
  * request), replacing what the slot held; NULL with a 503 host_memory error. */
 void *cr_request_alloc_buf(cr_request *r, int slot, size_t bytes, bool zeroed, cr_error *err);
 
-/* Allocates the output buffer for the task (C matrix, counts) and points the task at it. */
+/* Puts memory the request does not own in slot (freeing what the slot held): p stays valid
+ * until the slot is freed, which calls release(hold) (NULL: nothing). Borrowed inputs feed the
+ * task as they are; a borrowed output slot of exactly the task's output size becomes the output
+ * (cr_request_alloc_output). */
+void cr_request_adopt_buf(cr_request *r, int slot, void *p, size_t bytes, void (*release)(void *hold),
+                          void *hold);
+
+/* Allocates the output buffer for the task (C matrix, counts) and points the task at it; a
+ * borrowed output slot (cr_request_adopt_buf) is used instead, zeroed for histograms. */
 int cr_request_alloc_output(cr_request *r, cr_error *err);
 
 /* Frees one buffer with the allocator that made it. */

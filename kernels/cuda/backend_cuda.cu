@@ -84,6 +84,25 @@ static void cuda_host_free(void *p) { cr_pinned_free(p); }
 static void cuda_host_ready(void *p, size_t ready, size_t total) { cr_prefetch_ready(p, ready, total); }
 static void cuda_host_usage(uint64_t *in_use, uint64_t *cached) { cr_pinned_usage(in_use, cached); }
 
+/* A registered shared-memory region, page-locked in place for as long as it is mapped: run()
+ * then finds its tensors pinned (is_pinned in cuda_run.cu asks cudaPointerGetAttributes, which
+ * says host for registered memory as for cudaHostAlloc's) and copies them without staging.
+ * Portable, as the pinned cache: every device's context sees it pinned. A refusal (a driver
+ * that cannot lock this mapping, memory limits) only costs the staging copy. */
+static bool cuda_host_register(void *p, size_t bytes)
+{
+    if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess)
+        return true;
+    cudaGetLastError(); /* not sticky: clear it, or the next call of this thread would report it */
+    return false;
+}
+
+static void cuda_host_unregister(void *p)
+{
+    if (cudaHostUnregister(p) != cudaSuccess)
+        cudaGetLastError();
+}
+
 extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *err, size_t errlen);
 extern "C" void cr_cuda_worker_destroy(cr_worker *w);
 
@@ -102,6 +121,8 @@ extern "C" const cr_backend cr_backend_cuda = {
     cuda_host_free,
     cuda_host_ready,
     cuda_host_usage,
+    cuda_host_register,
+    cuda_host_unregister,
     CR_CUDA_LANES,
     cr_cuda_batch_launch,
     cr_cuda_batch_wait,

@@ -152,7 +152,10 @@ static cr_status check_kernel(const cr_task *t, char *err, size_t errlen)
     }
 }
 
-/* Page-locked host memory (cudaHostAlloc), which the copy engines read and write directly. */
+/* Page-locked host memory, which the copy engines read and write directly: cudaHostAlloc's
+ * blocks (binary uploads) and memory locked in place by cudaHostRegister (registered shared-
+ * memory regions, backend_cuda.cu's host_register) answer alike. A tensor lies inside one
+ * block or one region, so its first byte speaks for all of it. */
 static bool is_pinned(const void *p)
 {
     cudaPointerAttributes a;

@@ -39,6 +39,11 @@ static const cr_route routes[] = {
     {"/v2/repository/index", "POST", cr_kserve_repository_index, CR_ROUTE_OTHER, true},
     {"/v2/repository/models/{model}/load", "POST", cr_kserve_repository_load, CR_ROUTE_OTHER, true},
     {"/v2/repository/models/{model}/unload", "POST", cr_kserve_repository_load, CR_ROUTE_OTHER, true},
+    {"/v2/systemsharedmemory/status", "GET", cr_kserve_shm_status, CR_ROUTE_OTHER, true},
+    {"/v2/systemsharedmemory/region/{name}/status", "GET", cr_kserve_shm_status, CR_ROUTE_OTHER, true},
+    {"/v2/systemsharedmemory/region/{name}/register", "POST", cr_kserve_shm_register, CR_ROUTE_OTHER, true},
+    {"/v2/systemsharedmemory/region/{name}/unregister", "POST", cr_kserve_shm_unregister, CR_ROUTE_OTHER, true},
+    {"/v2/systemsharedmemory/unregister", "POST", cr_kserve_shm_unregister, CR_ROUTE_OTHER, true},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 

@@ -22,6 +22,10 @@ enum MHD_Result cr_kserve_model_config(cr_conn *c);    /* GET .../config (Triton
 enum MHD_Result cr_kserve_model_stats(cr_conn *c);     /* GET /v2/models[/{model}[/versions/v]]/stats */
 enum MHD_Result cr_kserve_repository_index(cr_conn *c);/* POST /v2/repository/index */
 enum MHD_Result cr_kserve_repository_load(cr_conn *c); /* POST /v2/repository/models/{model}/(un)load */
+/* Triton's system shared memory extension (kserve_shm_routes.c); {name} is a region. */
+enum MHD_Result cr_kserve_shm_status(cr_conn *c);     /* GET /v2/systemsharedmemory[/region/{name}]/status */
+enum MHD_Result cr_kserve_shm_register(cr_conn *c);   /* POST .../region/{name}/register */
+enum MHD_Result cr_kserve_shm_unregister(cr_conn *c); /* POST /v2/systemsharedmemory[/region/{name}]/unregister */
 
 /* First call of a POST on a kserve route: accepted content types (none, application/json,
  * application/octet-stream), a well-formed Inference-Header-Content-Length, and the body limit

@@ -31,6 +31,7 @@ typedef struct {
     uint64_t count;
     const cJSON *data; /* JSON numbers, or NULL for binary */
     const char *bytes; /* binary: its bytes inside the body */
+    cr_ks_shm shm;     /* or in a registered shared-memory region (kserve_shm.c) */
 } ks_input;
 
 /* The request's "parameters", every op's together; *_set says which were given. */
@@ -415,10 +416,11 @@ static int measure_binary(const cJSON *size_node, const cr_ks_tensor *spec, ks_i
     return 0;
 }
 
-/* "parameters" of an input: only binary_data_size. */
+/* "parameters" of an input: binary_data_size, or where in shared memory its data is. */
 static int input_params(const cJSON *t, const cJSON **size, const char *name, cr_error *err)
 {
-    static const char *const allowed[] = {"binary_data_size", NULL};
+    static const char *const allowed[] = {"binary_data_size", "shared_memory_region",
+                                          "shared_memory_byte_size", "shared_memory_offset", NULL};
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(t, "parameters");
     *size = NULL;
     if (!p)
@@ -452,13 +454,17 @@ static int measure_input(const cJSON *t, int index, ks_ctx *x, cr_error *err)
     in->index = index;
     const cJSON *size, *data = cJSON_GetObjectItemCaseSensitive(t, "data");
     if (check_members(t, "an input", fields, err) || input_datatype(t, spec, in, err) ||
-        input_shape(t, spec, in, x->lim, err) || input_params(t, &size, spec->name, err))
+        input_shape(t, spec, in, x->lim, err) || input_params(t, &size, spec->name, err) ||
+        cr_ks_shm_parse(cJSON_GetObjectItemCaseSensitive(t, "parameters"), spec->name, &in->shm, err))
         return -1;
-    if (!data == !size)
+    if ((data != NULL) + (size != NULL) + in->shm.on != 1)
         return cr_fail(err, 400, "invalid_field", spec->name,
-                       "input %s needs exactly one of data or parameters.binary_data_size",
+                       "input %s needs exactly one of data, parameters.binary_data_size or "
+                       "parameters.shared_memory_region",
                        spec->name);
     in->data = data;
+    if (in->shm.on)
+        return cr_ks_shm_measure(&in->shm, spec->name, in->count * cr_dtype_size(in->dt), err);
     return data ? measure_json_data(x, data, spec, in, err) : measure_binary(size, spec, in, x, err);
 }
 
@@ -629,11 +635,21 @@ static int refuse_nan(const cr_hist_task *h, cr_dtype dt, cr_error *err)
                            "input data holds NaN (element %lld): a histogram has no bin for it", (long long)i);
 }
 
+/* An input's buffer: its bytes in shared memory, as they are, or a copy of what the body holds. */
+static void *input_buffer(const ks_ctx *x, cr_request *r, int slot, cr_error *err)
+{
+    const ks_input *in = &x->in[slot];
+    size_t es = cr_dtype_size(in->dt);
+    if (in->shm.on)
+        return cr_ks_shm_fill_input(r, slot, &in->shm, x->m->inputs[slot].name, in->count * es, es, err);
+    return fill_input(x, r, slot, err);
+}
+
 static int fill_task(ks_ctx *x, cr_request *r, cr_error *err)
 {
     void *p[CR_KS_MAX_IO] = {NULL};
     for (int k = 0; k < x->m->n_inputs; k++)
-        if (x->in[k].present && !(p[k] = fill_input(x, r, k, err)))
+        if (x->in[k].present && !(p[k] = input_buffer(x, r, k, err)))
             return -1;
     switch (x->m->op) {
     case CR_OP_GEMM:
@@ -666,7 +682,8 @@ static int fill_task(ks_ctx *x, cr_request *r, cr_error *err)
 static int requested_output(const cJSON *o, int index, ks_ctx *x, cr_ks_spec *s, cr_error *err)
 {
     static const char *const fields[] = {"name", "parameters", NULL};
-    static const char *const params[] = {"binary_data", NULL};
+    static const char *const params[] = {"binary_data", "shared_memory_region", "shared_memory_byte_size",
+                                         "shared_memory_offset", NULL};
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
     if (!cJSON_IsObject(o) || !cJSON_IsString(name))
         return cr_fail(err, 400, "invalid_field", "outputs",
@@ -687,8 +704,11 @@ static int requested_output(const cJSON *o, int index, ks_ctx *x, cr_ks_spec *s,
     if (p && check_members(p, "an output's parameters", params, err))
         return -1;
     const cJSON *bin = p ? cJSON_GetObjectItemCaseSensitive(p, "binary_data") : NULL;
-    if (bin && param_bool(bin, &s->binary[k], err))
+    if ((bin && param_bool(bin, &s->binary[k], err)) || cr_ks_shm_parse(p, name->valuestring, &s->shm[k], err))
         return -1;
+    if (s->shm[k].on && s->binary[k])
+        return cr_fail(err, 400, "invalid_field", "outputs",
+                       "output %s: binary_data and shared_memory_region exclude each other", name->valuestring);
     s->want[k] = true;
     return 0;
 }
@@ -744,9 +764,9 @@ static int decode_root(const cJSON *root, ks_ctx *x, cr_request *r, cr_ks_spec *
     int rc = x->m->op == CR_OP_GEMM  ? gemm_task(x, r, err)
              : x->m->op == CR_OP_ATA ? ata_task(x, r, err)
                                      : hist_task(x, r, err);
-    if (rc || parse_outputs(root, x, r, s, err))
+    if (rc || parse_outputs(root, x, r, s, err) || fill_task(x, r, err))
         return -1;
-    return fill_task(x, r, err);
+    return cr_ks_shm_outputs(r, s, err);
 }
 
 int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
@@ -781,4 +801,5 @@ void cr_ks_spec_free(cr_ks_spec *s)
         return;
     free(s->id);
     s->id = NULL;
+    cr_ks_shm_release_outputs(NULL, s);
 }

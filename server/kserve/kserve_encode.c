@@ -37,7 +37,21 @@ static void kb_data(cr_jbuf *b, const tensor *t)
     cr_jbuf_put(b, "]", 1);
 }
 
-static void kb_tensor(cr_jbuf *b, const tensor *t, bool binary)
+/* Triton's answer for an output written to shared memory: where it is, and no data. */
+static void kb_shm_params(cr_jbuf *b, const cr_ks_shm *shm)
+{
+    cr_jbuf_lit(b, ",\"parameters\":{\"shared_memory_region\":");
+    cr_jbuf_string(b, shm->region);
+    cr_jbuf_lit(b, ",\"shared_memory_byte_size\":");
+    cr_jbuf_u64(b, shm->byte_size);
+    if (shm->offset) {
+        cr_jbuf_lit(b, ",\"shared_memory_offset\":");
+        cr_jbuf_u64(b, shm->offset);
+    }
+    cr_jbuf_put(b, "}", 1);
+}
+
+static void kb_tensor(cr_jbuf *b, const tensor *t, bool binary, const cr_ks_shm *shm)
 {
     cr_jbuf_lit(b, "{\"name\":");
     cr_jbuf_string(b, t->name);
@@ -50,7 +64,9 @@ static void kb_tensor(cr_jbuf *b, const tensor *t, bool binary)
         cr_jbuf_u64(b, (uint64_t)t->shape[d]);
     }
     cr_jbuf_put(b, "]", 1);
-    if (binary) {
+    if (shm->on) {
+        kb_shm_params(b, shm);
+    } else if (binary) {
         cr_jbuf_lit(b, ",\"parameters\":{\"binary_data_size\":");
         cr_jbuf_u64(b, t->count * cr_dtype_size(t->dt));
         cr_jbuf_put(b, "}", 1);
@@ -135,7 +151,7 @@ static void kb_header(cr_jbuf *b, const cr_job *j, const cr_ks_spec *s, const ch
             continue;
         if (!first)
             cr_jbuf_put(b, ",", 1);
-        kb_tensor(b, &ts[k], s->binary[k]);
+        kb_tensor(b, &ts[k], s->binary[k], &s->shm[k]);
         first = false;
     }
     cr_jbuf_lit(b, "]}");
@@ -149,6 +165,9 @@ int cr_ks_encode(const cr_job *j, const cr_ks_spec *s, const char *backend, cr_k
     memset(out, 0, sizeof *out);
     if (job_tensors(j, s, ts, &edges))
         return -1;
+    for (int k = 0; k < s->model->n_outputs; k++) /* the result itself is in place already */
+        if (s->want[k] && s->shm[k].dst)
+            memcpy(s->shm[k].dst, ts[k].data, ts[k].count * cr_dtype_size(ts[k].dt));
     kb_header(&b, j, s, backend, ts);
     out->header_len = b.len;
     for (int k = 0; k < s->model->n_outputs; k++)

@@ -8,7 +8,10 @@
 #include <stdint.h>
 
 #include "server/engine/job.h"
+#include "server/kserve/shm_region.h"
 #include "server/request.h"
+
+struct cJSON;
 
 /* ---- models (kserve_model.c) -------------------------------------------------------------- */
 
@@ -41,6 +44,18 @@ int cr_ks_output_index(const cr_ks_model *m, const char *name);
 const char *cr_ks_datatype_name(cr_dtype dt);
 int cr_ks_datatype_parse(const char *name, cr_dtype *out);
 
+/* ---- shared memory tensors (kserve_shm.c) ------------------------------------------------- */
+
+/* A tensor in a registered region, as its parameters shared_memory_region, _byte_size and
+ * _offset name it. An output the encoder writes (edges) keeps its hold and address here. */
+typedef struct {
+    bool on;
+    char region[CR_SHM_NAME_MAX + 1];
+    uint64_t offset, byte_size;
+    cr_shm_region *hold;
+    void *dst;
+} cr_ks_shm;
+
 /* ---- request (kserve_decode.c) ------------------------------------------------------------ */
 
 /* What the client wants back, kept from decode to encode (the job holds the arrays). */
@@ -49,6 +64,7 @@ typedef struct {
     char *id;                     /* the request's "id", echoed; NULL when none (owned) */
     bool want[CR_KS_MAX_IO];      /* per model output: in the response */
     bool binary[CR_KS_MAX_IO];    /* per model output: as binary tensor data */
+    cr_ks_shm shm[CR_KS_MAX_IO];  /* per model output: written into a region instead */
 } cr_ks_spec;
 
 /* Decodes an inference request. header_len < 0: the whole body is the JSON object; otherwise
@@ -58,6 +74,23 @@ typedef struct {
 int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
                  const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err);
 void cr_ks_spec_free(cr_ks_spec *s);
+
+/* The shared_memory_* members of a tensor's "parameters" (an object, or NULL) into *out; out->on
+ * says whether there were any. -1 with err (400, field `tensor`) when they are malformed. */
+int cr_ks_shm_parse(const struct cJSON *params, const char *tensor, cr_ks_shm *out, cr_error *err);
+/* An input in shared memory: its byte_size must be exactly what shape and datatype make. */
+int cr_ks_shm_measure(const cr_ks_shm *s, const char *tensor, uint64_t bytes, cr_error *err);
+/* Points input slot of r at its bytes in the region, held until the slot is freed (the job's
+ * end). es: the element size. NULL with err. */
+void *cr_ks_shm_fill_input(cr_request *r, int slot, const cr_ks_shm *s, const char *tensor, uint64_t bytes,
+                           size_t es, cr_error *err);
+/* The outputs of s in shared memory, once r's task is known: the result's own buffer is the
+ * region (held by the request until the job is freed), edges are written by the encoder (held
+ * by s). Each must fit its byte_size and share no byte with an input. -1 with err. */
+int cr_ks_shm_outputs(cr_request *r, cr_ks_spec *s, cr_error *err);
+/* The job is finished and its answer encoded: drops every hold on output regions, so a client
+ * that unregisters on reading the answer finds them free. */
+void cr_ks_shm_release_outputs(cr_request *r, cr_ks_spec *s);
 
 /* Triton's per-model inference statistics (kserve_repo.c): one finished inference of model m. */
 void cr_ks_stats_record(const cr_ks_model *m, const cr_job *j);

@@ -55,6 +55,7 @@ enum MHD_Result cr_kserve_server_metadata(cr_conn *c)
     cJSON_AddStringToObject(doc, "name", "crunchd");
     cJSON_AddStringToObject(doc, "version", CRUNCHD_VERSION);
     cJSON_AddItemToArray(ext, cJSON_CreateString("binary_tensor_data"));
+    cJSON_AddItemToArray(ext, cJSON_CreateString("system_shared_memory"));
     cJSON_AddItemToObject(doc, "extensions", ext);
     return cr_send_cjson(c, 200, doc);
 }
@@ -175,13 +176,22 @@ enum MHD_Result cr_kserve_begin(cr_conn *c)
     return MHD_YES;
 }
 
+/* The job is finished: its shared-memory outputs are written (by the worker, or by the encoder
+ * for edges) and released before the client can read the answer and unregister them. */
 static enum MHD_Result encode_done(cr_conn *c, cr_job *j)
 {
     cr_ks_response r;
-    cr_ks_stats_record(((const cr_ks_spec *)c->ctx)->model, j);
-    if (atomic_load(&j->state) != CR_JOB_DONE)
+    cr_ks_spec *spec = c->ctx;
+    cr_ks_stats_record(spec->model, j);
+    if (atomic_load(&j->state) != CR_JOB_DONE) {
+        cr_ks_shm_release_outputs(&j->req, spec);
         return cr_send_error(c, &j->error);
-    if (cr_ks_encode(j, c->ctx, cr_engine_backend(c->h->deps.engine)->name, &r) != 0)
+    }
+    int rc = cr_ks_encode(j, spec, cr_engine_backend(c->h->deps.engine)->name, &r);
+    /* a result left in shared memory leaves the job without an output buffer: the non-finite
+     * check below, which is about JSON numbers, then has nothing to look at */
+    cr_ks_shm_release_outputs(&j->req, spec);
+    if (rc != 0)
         return cr_refuse(c, 503, "host_memory", "", "out of memory encoding the response");
     cr_error err;
     if (r.header_len == r.len && cr_json_nonfinite_result(j, &err) < 0) {

@@ -294,6 +294,13 @@ static void render_memory(text *t, const cr_metrics_gauges *g)
            "(at most --result-cap-mb; oldest finished evicted first).\n"
            "# TYPE crunchd_results_kept_bytes gauge\ncrunchd_results_kept_bytes %llu\n",
         (unsigned long long)g->results_kept_bytes);
+    put(t, "# HELP crunchd_shm_regions System shared memory regions registered by clients.\n"
+           "# TYPE crunchd_shm_regions gauge\ncrunchd_shm_regions %llu\n",
+        (unsigned long long)g->shm_regions);
+    put(t, "# HELP crunchd_shm_registered_bytes Bytes of the registered shared memory regions: the "
+           "clients' memory, outside the budget (at most --shm-max-mb).\n"
+           "# TYPE crunchd_shm_registered_bytes gauge\ncrunchd_shm_registered_bytes %llu\n",
+        (unsigned long long)g->shm_registered_bytes);
 }
 
 static void render_process(text *t)

@@ -31,6 +31,7 @@ typedef struct {
     bool has_pinned;      /* the backend keeps pinned host memory (cuda) */
     uint64_t pinned_in_use, pinned_cached;
     uint64_t results_kept_bytes; /* finished async results in the job table */
+    uint64_t shm_regions, shm_registered_bytes; /* system shared memory registered by clients */
 } cr_metrics_gauges;
 
 void cr_metrics_reset(void);

@@ -3,12 +3,16 @@
  * stored A and Aᵀ, histograms on bytes and floats; then the failure paths: a task larger than
  * the device (CR_E_NOMEM_DEVICE, and the worker still works), cancel, unknown kernel, dtype a
  * kernel lacks; inputs copied to the device while they arrive (host_ready), used by several
- * runs, and an upload abandoned half-way. Ends with "backend: N passed, M failed". */
+ * runs, and an upload abandoned half-way; a shared-memory mapping page-locked in place
+ * (host_register), computed from and into, then unlocked. Ends with "backend: N passed, M failed". */
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <vector>
 
 #include "kernels/cuda/ata_hist_kernels.h"
@@ -607,6 +611,64 @@ static void test_batches_hist(cr_dtype dt)
     }
 }
 
+static bool pinned_host(const void *p)
+{
+    cudaPointerAttributes a;
+    bool host = cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeHost;
+    cudaGetLastError();
+    return host;
+}
+
+/* A registered shared-memory region as the server maps it (a MAP_SHARED mapping of a /dev/shm
+ * object): host_register locks it in place, any address inside then counts as pinned (what
+ * cuda_run.cu's is_pinned asks), a GEMM reads its inputs from it and writes its result into it,
+ * and host_unregister unlocks it before it is unmapped. */
+static void test_host_register(void)
+{
+    const int64_t m = 300, n = 200, kk = 150;
+    char key[64];
+    snprintf(key, sizeof key, "/crunchd-gpu-test-%d", (int)getpid());
+    size_t bytes = (size_t)(m * kk + kk * n + m * n) * sizeof(float) + 4096;
+    int fd = shm_open(key, O_CREAT | O_EXCL | O_RDWR, 0600);
+    bool ok = fd >= 0 && ftruncate(fd, (off_t)bytes) == 0;
+    char *map = ok ? (char *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
+    if (fd >= 0) {
+        close(fd);
+        shm_unlink(key);
+    }
+    expect(ok && map && map != MAP_FAILED, "a shared-memory mapping");
+    if (!ok || !map || map == MAP_FAILED)
+        return;
+    expect(!pinned_host(map + 4096), "a fresh mapping is not pinned");
+    expect(B->host_register && B->host_register(map, bytes), "host_register locks a shared-memory mapping");
+    expect(pinned_host(map) && pinned_host(map + 4096 + 7), "any address inside the mapping counts as pinned");
+    mat a = make_mat(m, kk, CR_DT_F32), b = make_mat(kk, n, CR_DT_F32);
+    float *ha = (float *)(map + 4096), *hb = ha + m * kk, *hc = hb + kk * n;
+    memcpy(ha, a.raw.data(), a.raw.size());
+    memcpy(hb, b.raw.data(), b.raw.size());
+    memset(hc, 0xff, (size_t)(m * n) * sizeof(float));
+    std::vector<double> ref(m * n, 0.0);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t p = 0; p < kk; p++)
+                ref[i * n + j] += a.v[i * kk + p] * b.v[p * n + j];
+    cr_task t = {};
+    t.op = CR_OP_GEMM;
+    t.dtype = CR_DT_F32;
+    t.kernel = K(CR_OP_GEMM, "cublas");
+    t.u.gemm = {m, n, kk, false, false, 1.0, 0.0, ha, hb, NULL, hc};
+    char err[256] = "";
+    cr_status st = run(&t, NULL, err);
+    std::vector<char> out((char *)hc, (char *)(hc + m * n));
+    char detail[300];
+    snprintf(detail, sizeof detail, "status %s %s, rel error %.3g", cr_status_name(st), err,
+             rel_error(out, ref, CR_DT_F32));
+    expect(st == CR_OK && rel_error(out, ref, CR_DT_F32) <= 1e-5, "gemm from and into a registered mapping", detail);
+    B->host_unregister(map);
+    expect(!pinned_host(map + 4096), "host_unregister unlocks it");
+    munmap(map, bytes);
+}
+
 int main(void)
 {
     char err[256] = "";
@@ -634,6 +696,7 @@ int main(void)
     test_batches_hist(CR_DT_U8);
     test_batches_hist(CR_DT_F32);
     test_batches_hist(CR_DT_F64);
+    test_host_register();
     B->worker_destroy(W);
     B->shutdown();
     printf("backend: %d passed, %d failed\n", passed, failed);

@@ -1,7 +1,9 @@
 """api/openapi.yaml is a valid OpenAPI document, and it and the daemon agree: every route of the
 spec is served, routes outside it are not, and real answers validate against its schemas."""
 
+import os
 import pathlib
+import uuid
 
 import pytest
 yaml = pytest.importorskip("yaml")
@@ -45,7 +47,8 @@ def spec_operations(spec):
                 yield path, method.upper()
 
 
-# KServe v2 (server/kserve/): {model_name} and {model_version} are filled in by request_for.
+# KServe v2 (server/kserve/): {model_name} and {model_version} are filled in by request_for,
+# {region_name} with a region registered on a real shared-memory object.
 KSERVE_OPS = {
     ("/v2", "GET"), ("/v2/health/live", "GET"), ("/v2/health/ready", "GET"),
     ("/v2/models/{model_name}", "GET"), ("/v2/models/{model_name}/versions/{model_version}", "GET"),
@@ -59,6 +62,11 @@ KSERVE_OPS = {
     ("/v2/models/{model_name}/versions/{model_version}/config", "GET"),
     ("/v2/repository/index", "POST"), ("/v2/repository/models/{model_name}/load", "POST"),
     ("/v2/repository/models/{model_name}/unload", "POST"),
+    ("/v2/systemsharedmemory/status", "GET"),
+    ("/v2/systemsharedmemory/region/{region_name}/status", "GET"),
+    ("/v2/systemsharedmemory/region/{region_name}/register", "POST"),
+    ("/v2/systemsharedmemory/region/{region_name}/unregister", "POST"),
+    ("/v2/systemsharedmemory/unregister", "POST"),
 }
 KSERVE_INFER = {"inputs": [{"name": "a", "datatype": "FP32", "shape": [2, 1], "data": [1, 2]},
                            {"name": "b", "datatype": "FP32", "shape": [1, 1], "data": [3]}]}
@@ -92,7 +100,34 @@ BODIES = {
 }
 
 
-def request_for(daemon, path, method):
+@pytest.fixture
+def shm_key():
+    """A 4 KiB POSIX shared-memory object for the region routes."""
+    key = f"/crunchd-openapi-{uuid.uuid4().hex[:12]}"
+    fd = os.open("/dev/shm" + key, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    os.ftruncate(fd, 4096)
+    os.close(fd)
+    yield key
+    os.unlink("/dev/shm" + key)
+
+
+def region_request(daemon, path, method, key):
+    """The region routes on a region registered for the purpose (fresh for registering)."""
+    name = f"openapi-{uuid.uuid4().hex[:12]}"
+    if not path.endswith("/register"):
+        r = daemon.request("POST", f"/v2/systemsharedmemory/region/{name}/register",
+                           json={"key": key, "offset": 0, "byte_size": 4096})
+        assert r.status_code == 200, r.text
+    r = daemon.request(method, path.replace("{region_name}", name),
+                       json={"key": key, "offset": 0, "byte_size": 4096}
+                       if path.endswith("/register") else None)
+    daemon.request("POST", f"/v2/systemsharedmemory/region/{name}/unregister")
+    return r
+
+
+def request_for(daemon, path, method, shm_key=None):
+    if "{region_name}" in path:
+        return region_request(daemon, path, method, shm_key)
     if "{id}" in path:
         jid = daemon.submit({"op": "gemm", "a": [[2]], "b": [[3]]})
         daemon.wait_job(jid)
@@ -104,10 +139,10 @@ def request_for(daemon, path, method):
         daemon.request(method, path)
 
 
-def test_every_spec_route_is_served(daemon, spec):
+def test_every_spec_route_is_served(daemon, spec, shm_key):
     failures = []
     for path, method in spec_operations(spec):
-        r = request_for(daemon, path, method)
+        r = request_for(daemon, path, method, shm_key)
         if r.status_code in (404, 405) or r.status_code >= 500:
             failures.append(f"{method} {path}: {r.status_code} {r.text[:200]}")
         documented = spec["paths"][path][method.lower()]["responses"]

@@ -50,6 +50,8 @@ static void test_render(void)
     CHECK(strstr(t, "process_start_time_seconds ") != NULL && strstr(t, "process_cpu_seconds_total ") != NULL);
     CHECK(strstr(t, "crunchd_pinned_host_bytes") == NULL); /* a backend without pinned memory */
     free(t);
+    g.shm_regions = 2;
+    g.shm_registered_bytes = 12345;
     g.has_pinned = true;
     g.pinned_in_use = 5 << 20;
     g.pinned_cached = 7 << 20;
@@ -57,6 +59,8 @@ static void test_render(void)
     CHECK(t != NULL);
     CHECK(strstr(t, "crunchd_pinned_host_bytes{state=\"in_use\"} 5242880\n") != NULL);
     CHECK(strstr(t, "crunchd_pinned_host_bytes{state=\"cached\"} 7340032\n") != NULL);
+    CHECK(strstr(t, "# TYPE crunchd_shm_regions gauge\ncrunchd_shm_regions 2\n") != NULL);
+    CHECK(strstr(t, "# TYPE crunchd_shm_registered_bytes gauge\ncrunchd_shm_registered_bytes 12345\n") != NULL);
     free(t);
 }
 

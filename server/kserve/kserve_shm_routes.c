@@ -1,0 +1,156 @@
+/* Triton's system shared memory routes (server/kserve/kserve.h) on the region table of
+ * server/kserve/shm_region.h:
+ *   GET  /v2/systemsharedmemory/status, /v2/systemsharedmemory/region/{name}/status
+ *   POST /v2/systemsharedmemory/region/{name}/register  {"key", "offset", "byte_size"}
+ *   POST /v2/systemsharedmemory/region/{name}/unregister, /v2/systemsharedmemory/unregister
+ * Like every /v2 route they need the bearer token when --auth-token-file is set (listener.c):
+ * a region is a window into the daemon's address space. */
+#include "server/kserve/kserve.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/codec/json_matrix.h"
+#include "server/http/respond.h"
+#include "server/kserve/shm_region.h"
+
+#define MAX_EXACT 9007199254740992.0 /* 2^53 */
+
+/* The {name} of .../region/{name}/...: NULL for the routes of every region, or with a 400 sent
+ * when it is longer than any registered name can be. */
+static bool path_region(cr_conn *c, char *name, size_t cap, const char **out)
+{
+    *out = NULL;
+    if (!c->id)
+        return true;
+    size_t n = strcspn(c->id, "/");
+    if (n >= cap) {
+        cr_refuse(c, 400, "invalid_field", "name", "a region name has at most %zu characters", cap - 1);
+        return false;
+    }
+    memcpy(name, c->id, n);
+    name[n] = '\0';
+    *out = name;
+    return true;
+}
+
+static cJSON *info_json(const cr_shm_info *in)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", in->name);
+    cJSON_AddStringToObject(o, "key", in->key);
+    cJSON_AddNumberToObject(o, "offset", (double)in->offset);
+    cJSON_AddNumberToObject(o, "byte_size", (double)in->byte_size);
+    return o;
+}
+
+/* Triton's status: a list of {name, key, offset, byte_size}, one entry for a named region. */
+enum MHD_Result cr_kserve_shm_status(cr_conn *c)
+{
+    char buf[CR_SHM_NAME_MAX + 1];
+    const char *name;
+    if (!path_region(c, buf, sizeof buf, &name))
+        return MHD_YES;
+    cr_shm_info *list;
+    size_t n;
+    cr_error err;
+    if (cr_shm_status(name, &list, &n, &err) != 0)
+        return cr_send_error(c, &err);
+    cJSON *doc = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(doc, info_json(&list[i]));
+    free(list);
+    return cr_send_cjson(c, 200, doc);
+}
+
+/* ---- register ------------------------------------------------------------------------------- */
+
+static int body_count(const cJSON *doc, const char *field, bool required, uint64_t *out, cr_error *err)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(doc, field);
+    *out = 0;
+    if (!n)
+        return required ? cr_fail(err, 400, "missing_field", field, "%s is required", field) : 0;
+    if (!cJSON_IsNumber(n) || !(n->valuedouble >= 0) || n->valuedouble > MAX_EXACT ||
+        n->valuedouble != (double)(uint64_t)n->valuedouble)
+        return cr_fail(err, 400, "invalid_field", field, "%s must be an integer from 0 to 2^53", field);
+    *out = (uint64_t)n->valuedouble;
+    return 0;
+}
+
+/* One JSON value and nothing after it but white space. */
+static cJSON *parse_whole(const char *body, size_t len)
+{
+    const char *end = NULL;
+    cJSON *doc = len ? cJSON_ParseWithLengthOpts(body, len, &end, 0) : NULL;
+    if (!doc)
+        return NULL;
+    size_t at = (size_t)(end - body); /* the body has no terminating NUL: bounded by len */
+    while (at < len && (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n'))
+        at++;
+    if (at < len || cr_json_stray_control(body, len)) {
+        cJSON_Delete(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+/* {"key": "/name", "offset": N, "byte_size": N} and nothing else; offset may be left out (0).
+ * The key points into the returned document (cr_shm_register judges it); NULL with err. */
+static cJSON *parse_register(const char *body, size_t len, const char **key, uint64_t *offset,
+                             uint64_t *byte_size, cr_error *err)
+{
+    cJSON *doc = parse_whole(body, len);
+    if (!cJSON_IsObject(doc)) {
+        cr_fail(err, 400, "invalid_json", "", "the body must be a JSON object {\"key\", \"offset\", \"byte_size\"}");
+        goto fail;
+    }
+    for (const cJSON *f = doc->child; f; f = f->next)
+        if (strcmp(f->string, "key") && strcmp(f->string, "offset") && strcmp(f->string, "byte_size")) {
+            cr_fail(err, 400, "invalid_field", f->string, "unknown field \"%.64s\" (key, offset, byte_size)",
+                    f->string);
+            goto fail;
+        }
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(doc, "key");
+    if (!cJSON_IsString(k)) {
+        cr_fail(err, 400, k ? "invalid_field" : "missing_field", "key",
+                "key must be the name of a POSIX shared-memory object, a string \"/name\"");
+        goto fail;
+    }
+    *key = k->valuestring;
+    if (body_count(doc, "offset", false, offset, err) || body_count(doc, "byte_size", true, byte_size, err))
+        goto fail;
+    return doc;
+fail:
+    cJSON_Delete(doc);
+    return NULL;
+}
+
+enum MHD_Result cr_kserve_shm_register(cr_conn *c)
+{
+    char buf[CR_SHM_NAME_MAX + 1];
+    const char *name, *key;
+    uint64_t offset, byte_size;
+    cr_error err;
+    if (!path_region(c, buf, sizeof buf, &name))
+        return MHD_YES;
+    cJSON *doc = parse_register(c->body ? c->body : "", c->len, &key, &offset, &byte_size, &err);
+    int rc = doc ? cr_shm_register(name, key, offset, byte_size, &err) : -1;
+    cJSON_Delete(doc);
+    return rc ? cr_send_error(c, &err) : cr_send_cjson(c, 200, cJSON_CreateObject());
+}
+
+/* ---- unregister ----------------------------------------------------------------------------- */
+
+enum MHD_Result cr_kserve_shm_unregister(cr_conn *c)
+{
+    char buf[CR_SHM_NAME_MAX + 1];
+    const char *name;
+    cr_error err;
+    if (!path_region(c, buf, sizeof buf, &name))
+        return MHD_YES;
+    int rc = name ? cr_shm_unregister(name, &err) : cr_shm_unregister_all(&err);
+    return rc ? cr_send_error(c, &err) : cr_send_cjson(c, 200, cJSON_CreateObject());
+}

@@ -1,0 +1,394 @@
+/* The shared-memory region table; see shm_region.h. */
+#include "server/kserve/shm_region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "server/obs/log.h"
+
+#define MAX_EXACT 9007199254740992ull /* 2^53: JSON numbers are exact up to here */
+
+struct cr_shm_region {
+    cr_shm_info info;
+    int fd;             /* kept open: each hold checks the object still covers the region */
+    dev_t dev;          /* the object's identity, for aliasing between regions */
+    ino_t ino;
+    void *map;          /* the mapping, from offset rounded down to a page */
+    size_t map_len;
+    char *base;         /* the region's first byte inside map */
+    bool pinned;        /* the backend's host_register took it */
+    int holds;          /* requests holding part of it; guarded by mu */
+    cr_shm_region *next;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static cr_shm_region *regions;      /* guarded by mu, as are the two counts */
+static uint64_t n_regions, registered_bytes;
+static uint64_t max_bytes;          /* set once at start, before any request */
+static const cr_backend *backend;
+
+void cr_shm_init(uint64_t max, const cr_backend *b)
+{
+    max_bytes = max;
+    backend = b;
+}
+
+/* ---- validation ----------------------------------------------------------------------------- */
+
+static bool portable_char(char ch, const char *extra)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           strchr(extra, ch) != NULL;
+}
+
+static int check_name(const char *name, cr_error *err)
+{
+    size_t n = strlen(name);
+    bool ok = n >= 1 && n <= CR_SHM_NAME_MAX;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = portable_char(name[i], "_-.:");
+    return ok ? 0
+              : cr_fail(err, 400, "invalid_field", "name",
+                        "a region name is 1 to %d letters, digits, '_', '-', '.' or ':'", CR_SHM_NAME_MAX);
+}
+
+/* Only names of objects in /dev/shm: "/" and one portable file name, never a path. */
+static int check_key(const char *key, cr_error *err)
+{
+    size_t n = strlen(key);
+    bool ok = n >= 2 && n <= CR_SHM_KEY_MAX && key[0] == '/' && !strstr(key, "..") &&
+              strcmp(key, "/.") != 0;
+    for (size_t i = 1; ok && i < n; i++)
+        ok = portable_char(key[i], "_-.");
+    return ok ? 0
+              : cr_fail(err, 400, "invalid_field", "key",
+                        "key must be a POSIX shared-memory name: '/' then up to %d letters, digits, "
+                        "'_', '-' or '.' (no other '/', no \"..\")",
+                        CR_SHM_KEY_MAX - 1);
+}
+
+static int check_sizes(uint64_t offset, uint64_t byte_size, cr_error *err)
+{
+    if (byte_size == 0)
+        return cr_fail(err, 400, "invalid_field", "byte_size", "byte_size must be at least 1");
+    if (offset > MAX_EXACT || byte_size > MAX_EXACT)
+        return cr_fail(err, 400, "invalid_field", offset > MAX_EXACT ? "offset" : "byte_size",
+                       "offset and byte_size must be at most 2^53");
+    if (max_bytes && byte_size > max_bytes)
+        return cr_fail(err, 413, "too_large", "byte_size",
+                       "byte_size %llu is over --shm-max-mb (%llu MiB)", (unsigned long long)byte_size,
+                       (unsigned long long)(max_bytes >> 20));
+    return 0;
+}
+
+/* ---- the table (mu held) -------------------------------------------------------------------- */
+
+static cr_shm_region *find_locked(const char *name)
+{
+    for (cr_shm_region *r = regions; r; r = r->next)
+        if (strcmp(r->info.name, name) == 0)
+            return r;
+    return NULL;
+}
+
+/* Whether one more region of byte_size may join: the name free, room in the table and the cap. */
+static int admit_locked(const char *name, uint64_t byte_size, cr_error *err)
+{
+    if (find_locked(name))
+        return cr_fail(err, 409, "already_exists", "name",
+                       "shared memory region '%s' is already registered (unregister it first)", name);
+    if (n_regions >= CR_SHM_MAX_REGIONS)
+        return cr_fail(err, 507, "shm_limit", "name", "%d shared memory regions are registered, the most "
+                       "there may be", CR_SHM_MAX_REGIONS);
+    if (!max_bytes || byte_size > max_bytes - registered_bytes)
+        return cr_fail(err, 507, "shm_limit", "byte_size",
+                       "registering %llu more bytes would pass --shm-max-mb (%llu MiB, %llu bytes "
+                       "registered now)", (unsigned long long)byte_size,
+                       (unsigned long long)(max_bytes >> 20), (unsigned long long)registered_bytes);
+    return 0;
+}
+
+/* ---- mapping -------------------------------------------------------------------------------- */
+
+static void region_free(cr_shm_region *r)
+{
+    if (!r)
+        return;
+    if (r->pinned && backend && backend->host_unregister)
+        backend->host_unregister(r->map);
+    if (r->map)
+        munmap(r->map, r->map_len);
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r);
+}
+
+/* The object must be a regular file at least offset + byte_size long. */
+static int check_object(cr_shm_region *r, cr_error *err)
+{
+    struct stat st;
+    if (fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return cr_fail(err, 400, "invalid_field", "key", "'%s' is not a shared memory object", r->info.key);
+    uint64_t end = r->info.offset + r->info.byte_size; /* both <= 2^53: no overflow */
+    if (st.st_size < 0 || (uint64_t)st.st_size < end)
+        return cr_fail(err, 400, "invalid_field", "byte_size",
+                       "offset %llu + byte_size %llu is past the end of '%s' (%lld bytes)",
+                       (unsigned long long)r->info.offset, (unsigned long long)r->info.byte_size,
+                       r->info.key, (long long)st.st_size);
+    r->dev = st.st_dev;
+    r->ino = st.st_ino;
+    return 0;
+}
+
+/* Opens the object (glibc's shm_open: /dev/shm only, O_NOFOLLOW, O_CLOEXEC) and maps the region
+ * read-write, from its offset rounded down to a page (mmap's rule). */
+static int map_region(cr_shm_region *r, cr_error *err)
+{
+    r->fd = shm_open(r->info.key, O_RDWR, 0);
+    if (r->fd < 0)
+        return cr_fail(err, 400, "invalid_field", "key", "cannot open shared memory object '%s': %s",
+                       r->info.key, strerror(errno));
+    if (check_object(r, err))
+        return -1;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t start = r->info.offset - r->info.offset % page;
+    r->map_len = (size_t)(r->info.offset - start + r->info.byte_size);
+    void *m = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, (off_t)start);
+    if (m == MAP_FAILED) {
+        int e = errno;
+        return cr_fail(err, e == ENOMEM ? 503 : 400, e == ENOMEM ? "host_memory" : "invalid_field", "key",
+                       "cannot map shared memory object '%s': %s", r->info.key, strerror(e));
+    }
+    r->map = m;
+    r->base = (char *)m + (r->info.offset - start);
+    return 0;
+}
+
+static cr_shm_region *region_new(const char *name, const char *key, uint64_t offset, uint64_t byte_size,
+                                 cr_error *err)
+{
+    cr_shm_region *r = calloc(1, sizeof *r);
+    if (!r) {
+        cr_fail(err, 503, "host_memory", "", "out of memory");
+        return NULL;
+    }
+    r->fd = -1;
+    snprintf(r->info.name, sizeof r->info.name, "%s", name);
+    snprintf(r->info.key, sizeof r->info.key, "%s", key);
+    r->info.offset = offset;
+    r->info.byte_size = byte_size;
+    if (map_region(r, err)) {
+        region_free(r);
+        return NULL;
+    }
+    /* once, here: page-locking costs about as much as copying the region, each use after is free */
+    if (backend && backend->host_register) {
+        r->pinned = backend->host_register(r->map, r->map_len);
+        if (!r->pinned)
+            cr_log("warn", "shared memory region '%s' (%zu bytes) could not be page-locked: its copies "
+                   "to the device are staged", name, r->map_len);
+    }
+    return r;
+}
+
+/* ---- registration --------------------------------------------------------------------------- */
+
+int cr_shm_register(const char *name, const char *key, uint64_t offset, uint64_t byte_size, cr_error *err)
+{
+    if (check_name(name, err) || check_key(key, err) || check_sizes(offset, byte_size, err))
+        return -1;
+    /* Checked before mapping (no work for a refusal) and again after, unlocked in between: a
+     * mapping and its pinning take long enough to stall every other use of the table. */
+    pthread_mutex_lock(&mu);
+    int rc = admit_locked(name, byte_size, err);
+    pthread_mutex_unlock(&mu);
+    if (rc)
+        return -1;
+    cr_shm_region *r = region_new(name, key, offset, byte_size, err);
+    if (!r)
+        return -1;
+    pthread_mutex_lock(&mu);
+    if ((rc = admit_locked(name, byte_size, err)) == 0) {
+        cr_shm_region **tail = &regions; /* status lists them in the order they came */
+        while (*tail)
+            tail = &(*tail)->next;
+        *tail = r;
+        n_regions++;
+        registered_bytes += byte_size;
+    }
+    pthread_mutex_unlock(&mu);
+    if (rc)
+        region_free(r);
+    return rc;
+}
+
+static void unlink_locked(cr_shm_region *r)
+{
+    for (cr_shm_region **pp = &regions; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            n_regions--;
+            registered_bytes -= r->info.byte_size;
+            return;
+        }
+}
+
+int cr_shm_unregister(const char *name, cr_error *err)
+{
+    pthread_mutex_lock(&mu);
+    cr_shm_region *r = find_locked(name);
+    int holds = r ? r->holds : 0;
+    if (r && !holds)
+        unlink_locked(r);
+    pthread_mutex_unlock(&mu);
+    if (holds)
+        return cr_fail(err, 409, "in_use", "name",
+                       "shared memory region '%s' is in use by %d request%s; unregister it once they "
+                       "finish", name, holds, holds == 1 ? "" : "s");
+    region_free(r); /* outside the lock: unpinning and unmapping take a while */
+    return 0;
+}
+
+int cr_shm_unregister_all(cr_error *err)
+{
+    cr_shm_region *gone = NULL, *next;
+    char kept[160] = "";
+    int n_kept = 0;
+    pthread_mutex_lock(&mu);
+    for (cr_shm_region *r = regions; r; r = next) {
+        next = r->next;
+        if (r->holds) {
+            size_t at = strlen(kept);
+            snprintf(kept + at, sizeof kept - at, "%s'%s'", n_kept++ ? ", " : "", r->info.name);
+            continue;
+        }
+        unlink_locked(r);
+        r->next = gone;
+        gone = r;
+    }
+    pthread_mutex_unlock(&mu);
+    for (cr_shm_region *r = gone; r; r = next) {
+        next = r->next;
+        region_free(r);
+    }
+    if (n_kept)
+        return cr_fail(err, 409, "in_use", "name",
+                       "%d shared memory region%s in use by running requests stayed registered: %s",
+                       n_kept, n_kept == 1 ? "" : "s", kept);
+    return 0;
+}
+
+void cr_shm_shutdown(void)
+{
+    pthread_mutex_lock(&mu);
+    cr_shm_region *all = regions;
+    regions = NULL;
+    n_regions = registered_bytes = 0;
+    pthread_mutex_unlock(&mu);
+    for (cr_shm_region *r = all, *next; r; r = next) {
+        next = r->next;
+        region_free(r);
+    }
+}
+
+int cr_shm_status(const char *name, cr_shm_info **out, size_t *n, cr_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&mu);
+    cr_shm_region *one = name ? find_locked(name) : NULL;
+    size_t count = name ? (one != NULL) : (size_t)n_regions;
+    cr_shm_info *list = count ? malloc(count * sizeof *list) : NULL;
+    if (list) {
+        size_t i = 0;
+        for (cr_shm_region *r = one ? one : regions; r && i < count; r = r->next)
+            list[i++] = r->info;
+    }
+    pthread_mutex_unlock(&mu);
+    if (name && !one)
+        return cr_fail(err, 404, "not_found", "name", "no system shared memory region '%s' is registered",
+                       name);
+    if (count && !list)
+        return cr_fail(err, 503, "host_memory", "", "out of memory");
+    *out = list;
+    *n = count;
+    return 0;
+}
+
+/* ---- holds ---------------------------------------------------------------------------------- */
+
+/* The bytes asked for lie inside the region, at an address fit for their element type, and the
+ * object still covers the region (a client that shrinks it would turn our reads into SIGBUS; the
+ * check narrows that to a shrink racing a running job). */
+static int check_hold_locked(cr_shm_region *r, uint64_t offset, uint64_t bytes, size_t align,
+                             const char *what, cr_error *err)
+{
+    const cr_shm_info *in = &r->info;
+    if (offset > in->byte_size || bytes > in->byte_size - offset)
+        return cr_fail(err, 400, "invalid_field", what,
+                       "%s: shared_memory_offset %llu + %llu bytes is past the end of region '%s' "
+                       "(%llu bytes)", what, (unsigned long long)offset, (unsigned long long)bytes,
+                       in->name, (unsigned long long)in->byte_size);
+    if (align > 1 && (in->offset + offset) % align)
+        return cr_fail(err, 400, "invalid_field", what,
+                       "%s: its data must start at a multiple of %zu bytes into the object; region "
+                       "offset %llu + shared_memory_offset %llu is not",
+                       what, align, (unsigned long long)in->offset, (unsigned long long)offset);
+    struct stat st;
+    if (fstat(r->fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size < in->offset + in->byte_size)
+        return cr_fail(err, 400, "invalid_field", what,
+                       "%s: the object '%s' of region '%s' no longer covers the region; register it "
+                       "again", what, in->key, in->name);
+    return 0;
+}
+
+cr_shm_region *cr_shm_acquire(const char *name, uint64_t offset, uint64_t bytes, size_t align,
+                              const char *what, void **p, cr_error *err)
+{
+    pthread_mutex_lock(&mu);
+    cr_shm_region *r = find_locked(name);
+    int rc = r ? check_hold_locked(r, offset, bytes, align, what, err)
+               : cr_fail(err, 400, "invalid_field", what,
+                         "%s: no system shared memory region '%s' is registered", what, name);
+    if (rc == 0) {
+        r->holds++;
+        *p = r->base + offset;
+    }
+    pthread_mutex_unlock(&mu);
+    return rc ? NULL : r;
+}
+
+void cr_shm_release(void *region)
+{
+    cr_shm_region *r = region;
+    if (!r)
+        return;
+    pthread_mutex_lock(&mu);
+    r->holds--;
+    pthread_mutex_unlock(&mu);
+}
+
+bool cr_shm_overlap(const cr_shm_region *a, const void *p, size_t n, const cr_shm_region *b,
+                    const void *q, size_t m)
+{
+    if (!n || !m || a->dev != b->dev || a->ino != b->ino)
+        return false;
+    uint64_t x = a->info.offset + (uint64_t)((const char *)p - a->base); /* offsets in the object */
+    uint64_t y = b->info.offset + (uint64_t)((const char *)q - b->base);
+    return x < y + m && y < x + n;
+}
+
+void cr_shm_usage(uint64_t *n, uint64_t *bytes)
+{
+    pthread_mutex_lock(&mu);
+    *n = n_regions;
+    *bytes = registered_bytes;
+    pthread_mutex_unlock(&mu);
+}
