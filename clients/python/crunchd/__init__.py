@@ -16,13 +16,14 @@ __version__ = "0.1.0"
 
 from .client import (DEFAULT_JSON_THRESHOLD, TRANSPORTS, Client, Crunchd, HistogramResult, Job,
                      Result, Retry)
-from .errors import (CrunchdError, DeadlineExceeded, DeviceError, InvalidRequest, JobCancelled,
+from .errors import (Conflict, CrunchdError, DeadlineExceeded, DeviceError, InvalidRequest, JobCancelled,
                      JobTimeout, NonFiniteResult, NotDone, NotFound, Overloaded, ServerError,
-                     ShapeMismatch, TooLarge, Unauthorized, UnknownKernel)
+                     ShapeMismatch, SharedMemoryLimit, TooLarge, Unauthorized, UnknownKernel)
 
 __all__ = [
     "Client", "Crunchd", "Retry", "Result", "HistogramResult", "Job", "DEFAULT_JSON_THRESHOLD",
     "TRANSPORTS", "CrunchdError", "InvalidRequest", "UnknownKernel", "ShapeMismatch",
     "Unauthorized", "NotFound", "NotDone", "JobCancelled", "TooLarge", "NonFiniteResult",
-    "Overloaded", "DeviceError", "DeadlineExceeded", "ServerError", "JobTimeout",
+    "Overloaded", "DeviceError", "DeadlineExceeded", "ServerError", "JobTimeout", "Conflict",
+    "SharedMemoryLimit",
 ]

@@ -9,7 +9,8 @@ class below; the status decides for answers without a code (a proxy's 502, libmi
 __all__ = [
     "CrunchdError", "InvalidRequest", "UnknownKernel", "Unauthorized", "NotFound", "NotDone",
     "JobCancelled", "TooLarge", "ShapeMismatch", "NonFiniteResult", "Overloaded", "DeviceError",
-    "DeadlineExceeded", "ServerError", "JobTimeout", "error_from_response",
+    "DeadlineExceeded", "ServerError", "JobTimeout", "Conflict", "SharedMemoryLimit",
+    "error_from_response",
 ]
 
 
@@ -84,6 +85,15 @@ class NonFiniteResult(CrunchdError):
     asks again for .npy by itself when its transport is "auto"."""
 
 
+class Conflict(CrunchdError):
+    """409 already_exists or in_use: a shared-memory region of that name is registered, or a
+    running request holds the region being unregistered (try again once it is answered)."""
+
+
+class SharedMemoryLimit(CrunchdError):
+    """507 shm_limit: registering would pass --shm-max-mb or the region count; unregister some."""
+
+
 class Overloaded(CrunchdError):
     """429/503 queue_full, memory_budget, draining, host_memory: refused before the job ran,
     with Retry-After. The client retries these (see Retry) before raising."""
@@ -131,6 +141,9 @@ _BY_CODE = {
     "device_fault": DeviceError,
     "device_memory": DeviceError,
     "deadline_exceeded": DeadlineExceeded,
+    "already_exists": Conflict,
+    "in_use": Conflict,
+    "shm_limit": SharedMemoryLimit,
     "internal": ServerError,
 }
 
