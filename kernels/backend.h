@@ -140,6 +140,15 @@ struct cr_backend {
      * host_unregister undoes a successful host_register of the same p before p is unmapped. */
     bool (*host_register)(void *p, size_t bytes);
     void (*host_unregister)(void *p);
+    /* Optional (NULL: the backend has no device memory to share): a client's device allocation,
+     * exported by cudaIpcGetMemHandle, opened on `device` (Triton's CUDA shared memory). *out is a
+     * device pointer run() reads operands from and writes results to where they are; the backend
+     * checks that `bytes` fit the allocation. ipc_close undoes it; device_write copies small host
+     * results (histogram edges) into such memory. */
+    cr_status (*ipc_open)(const void *handle, size_t handle_len, int device, size_t bytes, void **out,
+                          char *err, size_t errlen);
+    void (*ipc_close)(void *p);
+    cr_status (*device_write)(void *dst, const void *src, size_t bytes);
     /* Optional (NULL: every task runs alone through run()): batches of small tasks with equal
      * batch keys (kernels/registry.h) in one copy in, one launch and one copy out. batch_launch
      * queues the whole batch on lane `lane` (0 .. batch_lanes-1) of the worker and returns, so a

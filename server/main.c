@@ -15,6 +15,7 @@
 #include "server/engine/engine.h"
 #include "server/http/listener.h"
 #include "server/engine/job_table.h"
+#include "server/kserve/cuda_shm_region.h"
 #include "server/kserve/shm_region.h"
 #include "server/memory.h"
 #include "server/obs/log.h"
@@ -179,6 +180,7 @@ int main(int argc, char **argv)
         return EXIT_STARTUP;
     start_memory_budget(&cfg, cr_engine_backend(e));
     cr_shm_init((uint64_t)cfg.shm_max_mb << 20, cr_engine_backend(e));
+    cr_cuda_shm_init(cr_engine_backend(e), cr_engine_device_count(e));
     cr_job_table jobs;
     int64_t result_cap_mb = cfg.result_cap_mb < cfg.max_memory_mb ? cfg.result_cap_mb : cfg.max_memory_mb;
     if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)result_cap_mb << 20) < 0) {
@@ -208,6 +210,7 @@ int main(int argc, char **argv)
     cr_engine_stop(e);
     cr_job_table_destroy(&jobs);
     cr_shm_shutdown(); /* last: the jobs that held regions are gone */
+    cr_cuda_shm_shutdown();
     cr_log("info", "bye");
     return rc;
 }

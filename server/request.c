@@ -85,13 +85,26 @@ void cr_request_adopt_buf(cr_request *r, int slot, void *p, size_t bytes, void (
     r->hold_release[slot] = release;
 }
 
+int cr_request_mark_device(cr_request *r, int slot, int device, cr_error *err)
+{
+    if (r->on_device && r->device != device)
+        return cr_fail(err, 400, "invalid_field", "shared_memory_region",
+                       "the request's tensors are in the memory of devices %d and %d; one job runs on one device",
+                       r->device, device);
+    r->buf_on_device[slot] = true;
+    r->on_device = true;
+    r->device = device;
+    return 0;
+}
+
 /* The decoder sized a borrowed output for this very task; anything else is its bug. */
 static int use_borrowed_output(cr_request *r, size_t bytes, cr_error *err)
 {
     if (r->buf_bytes[CR_BUF_OUTPUT] != bytes)
         return cr_fail(err, 500, "internal", "", "the output buffer given (%zu bytes) is not the result's %zu",
                        r->buf_bytes[CR_BUF_OUTPUT], bytes);
-    if (r->task.op == CR_OP_HISTOGRAM) /* kernels add to the counts */
+    /* host kernels add to the counts; device ones clear their own */
+    if (r->task.op == CR_OP_HISTOGRAM && !r->buf_on_device[CR_BUF_OUTPUT])
         memset(r->bufs[CR_BUF_OUTPUT], 0, bytes);
     cr_task_set_output(&r->task, r->bufs[CR_BUF_OUTPUT]);
     return 0;
@@ -127,6 +140,7 @@ void cr_request_free_buf(cr_request *r, int slot)
     r->buf_bytes[slot] = 0;
     r->buf_free[slot] = NULL;
     r->buf_borrowed[slot] = false;
+    r->buf_on_device[slot] = false;
     r->hold[slot] = NULL;
     r->hold_release[slot] = NULL;
 }

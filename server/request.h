@@ -41,6 +41,11 @@ typedef struct {
     bool buf_borrowed[CR_REQUEST_BUFS];
     void *hold[CR_REQUEST_BUFS];
     void (*hold_release[CR_REQUEST_BUFS])(void *hold);
+    /* Borrowed slots in a client's device memory (CUDA shared memory): the host never touches
+     * their bytes, and the job runs on that device (`device`), alone, never in a batch. */
+    bool buf_on_device[CR_REQUEST_BUFS];
+    bool on_device;
+    int device;
     /* The allocator for the output buffer (NULL: malloc), so a pinned request gets a pinned
      * output and the worker copies the result back without staging. */
     void *(*out_alloc)(size_t bytes);
@@ -68,6 +73,10 @@ void *cr_request_alloc_buf(cr_request *r, int slot, size_t bytes, bool zeroed, c
  * (cr_request_alloc_output). */
 void cr_request_adopt_buf(cr_request *r, int slot, void *p, size_t bytes, void (*release)(void *hold),
                           void *hold);
+
+/* Says that the borrowed slot lies in device `device`'s memory. -1 with a 400 when another
+ * slot lies on another device: one job runs on one device. */
+int cr_request_mark_device(cr_request *r, int slot, int device, cr_error *err);
 
 /* Allocates the output buffer for the task (C matrix, counts) and points the task at it; a
  * borrowed output slot (cr_request_adopt_buf) is used instead, zeroed for histograms. */

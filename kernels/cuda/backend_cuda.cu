@@ -105,6 +105,10 @@ static void cuda_host_unregister(void *p)
 
 extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *err, size_t errlen);
 extern "C" void cr_cuda_worker_destroy(cr_worker *w);
+extern "C" cr_status cr_cuda_ipc_open(const void *handle, size_t handle_len, int device, size_t bytes,
+                                      void **out, char *err, size_t errlen);
+extern "C" void cr_cuda_ipc_close(void *p);
+extern "C" cr_status cr_cuda_device_write(void *dst, const void *src, size_t bytes);
 
 extern "C" const cr_backend cr_backend_cuda = {
     "cuda",
@@ -123,6 +127,9 @@ extern "C" const cr_backend cr_backend_cuda = {
     cuda_host_usage,
     cuda_host_register,
     cuda_host_unregister,
+    cr_cuda_ipc_open,
+    cr_cuda_ipc_close,
+    cr_cuda_device_write,
     CR_CUDA_LANES,
     cr_cuda_batch_launch,
     cr_cuda_batch_wait,

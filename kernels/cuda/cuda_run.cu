@@ -5,7 +5,9 @@
  * [inputs | output | scratch] with the inputs packed exactly as in the pinned buffer, so one
  * copy moves them all. The output goes back through the same pinned buffer. An input that a
  * prefetch (prefetch.cu) already copied to this device during its upload takes no room in the
- * block: the kernel reads the prefetch's buffer once its copies are done. */
+ * block: the kernel reads the prefetch's buffer once its copies are done. Tensors in a client's
+ * device memory (CUDA shared memory, ipc.cu) are neither copied nor given room: the kernel reads
+ * such inputs and writes such an output where they are. */
 #include <string.h>
 
 #include "kernels/cuda/launch.h"
@@ -17,11 +19,13 @@
 
 static size_t align_up(size_t x) { return (x + ALIGN - 1) & ~(size_t)(ALIGN - 1); }
 
-/* Inputs already on this worker's device (prefetched while they were uploaded). */
+/* Inputs already on this worker's device: prefetched while they were uploaded (done: their last
+ * copy) or in a client's device memory (no event: nothing to wait for); and an output that is. */
 typedef struct {
     bool on[MAX_INPUTS];
     void *dev[MAX_INPUTS];
-    cudaEvent_t done[MAX_INPUTS]; /* their last copy */
+    cudaEvent_t done[MAX_INPUTS];
+    void *out;
 } resident_inputs;
 
 /* Where each piece of a task lives in the device block (and, for inputs, in pinned memory). */
@@ -33,7 +37,8 @@ typedef struct {
     int n_in;
     size_t in_end;          /* inputs occupy [0, in_end) */
     size_t out_off, out_bytes;
-    bool out_is_input;      /* GEMM with c_in: the output region starts as an input */
+    bool out_is_input;      /* GEMM with c_in in the block: the output region starts as it */
+    bool c_copy;            /* GEMM with c_in elsewhere: copied into the output before the kernel */
     void *out_host;
     /* Host buffers already pinned (binary uploads): copied to/from directly, never staged. */
     bool in_pinned[MAX_INPUTS], out_pinned, any_in_pinned;
@@ -50,12 +55,14 @@ static void add_input(task_layout *l, const void *host, size_t bytes)
     l->in_end = l->in_off[i] + (l->res.on[i] ? 0 : bytes);
 }
 
+/* The output's room in the block: c's own when the kernel updates c in place, none when the
+ * output is in a client's device memory. */
 static void set_output(task_layout *l, void *host, size_t bytes, size_t work_bytes)
 {
     l->out_off = l->out_is_input ? l->in_off[l->n_in - 1] : align_up(l->in_end);
     l->out_bytes = bytes;
     l->out_host = host;
-    l->work_off = align_up(l->out_off + bytes);
+    l->work_off = align_up(l->out_off + (l->res.out ? 0 : bytes));
     l->work_bytes = work_bytes;
     l->total = l->work_off + work_bytes;
 }
@@ -73,7 +80,8 @@ static void plan_task(const cr_task *t, task_layout *l, const resident_inputs *r
         add_input(l, g->b, (size_t)(g->k * g->n) * es);
         if (g->c_in) {
             add_input(l, g->c_in, (size_t)(g->m * g->n) * es);
-            l->out_is_input = true;
+            l->out_is_input = !l->res.on[2] && !l->res.out;
+            l->c_copy = !l->out_is_input;
         }
         set_output(l, g->c_out, (size_t)(g->m * g->n) * es, scratch);
     } else if (t->op == CR_OP_ATA) {
@@ -100,10 +108,13 @@ uint64_t cr_cuda_task_device_bytes(const cr_task *t)
  * 0; an empty AᵀA has nothing to launch), then the registry row's launcher. */
 static cudaError_t run_kernel(cr_worker *w, const cr_task *t, char *dev, const task_layout *l, cr_cuda_err *e)
 {
+    void *out = l->res.out ? l->res.out : dev + l->out_off;
     cr_cuda_launch launch = {w, t, {l->in_dev[0], l->in_dev[1], l->n_in > 2 ? l->in_dev[2] : NULL},
-                             dev + l->out_off, l->work_bytes ? dev + l->work_off : NULL, l->work_bytes, e};
+                             out, l->work_bytes ? dev + l->work_off : NULL, l->work_bytes, e};
     if (t->op == CR_OP_GEMM && !t->u.gemm.c_in)
         CR_CHECK(e, cudaMemsetAsync(launch.out, 0, l->out_bytes, w->stream));
+    if (l->c_copy) /* the kernel updates C in place: never the client's input c itself */
+        CR_CHECK(e, cudaMemcpyAsync(out, l->in_dev[2], l->out_bytes, cudaMemcpyDeviceToDevice, w->stream));
     if (t->op == CR_OP_ATA && t->u.ata.n == 0)
         return cudaSuccess;
     CR_CHECK(e, (cudaError_t)t->kernel->cuda(&launch));
@@ -166,13 +177,15 @@ static bool is_pinned(const void *p)
     return a.type == cudaMemoryTypeHost;
 }
 
+/* Which buffers need no staging: pinned host memory, and what is already on the device (the
+ * device-memory case marks them pinned so the per-input copy path, which skips them, is taken). */
 static void find_pinned(task_layout *l)
 {
     for (int i = 0; i < l->n_in; i++) {
-        l->in_pinned[i] = l->in_bytes[i] && is_pinned(l->in_host[i]);
+        l->in_pinned[i] = l->in_bytes[i] && (l->res.on[i] || is_pinned(l->in_host[i]));
         l->any_in_pinned |= l->in_pinned[i];
     }
-    l->out_pinned = l->out_bytes && is_pinned(l->out_host);
+    l->out_pinned = l->out_bytes && (l->res.out || is_pinned(l->out_host));
 }
 
 /* Copies the pageable inputs into the worker's pinned staging; pinned ones stay where they are. */
@@ -195,17 +208,43 @@ static cr_status stage_inputs(cr_worker *w, const task_layout *l, char *err, siz
     return CR_OK;
 }
 
-/* The prefetched inputs of this task on this worker's device. Never the in-place output (c with
- * beta): the kernel overwrites it, and compare mode's next run must read the original again. */
-static bool find_resident(const cr_worker *w, const task_layout *l, resident_inputs *r)
+/* Where p points: 1 this worker's device memory, 0 host memory, -1 another device's. */
+static int device_memory(const cr_worker *w, const void *p)
 {
-    bool any = false;
+    cudaPointerAttributes a;
+    if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (a.type != cudaMemoryTypeDevice)
+        return 0;
+    return a.device == w->device ? 1 : -1;
+}
+
+/* The tensors of this task that are on this worker's device already: a client's device memory,
+ * and inputs prefetched there. Never the in-place output (c with beta) from a prefetch: the
+ * kernel overwrites it, and compare mode's next run must read the original again. -1 when a
+ * tensor is in another device's memory (the engine places such jobs; this is its bug). */
+static int find_resident(const cr_worker *w, const task_layout *l, resident_inputs *r)
+{
+    int any = 0, where;
     memset(r, 0, sizeof *r);
     for (int i = 0; i < l->n_in; i++) {
+        if (!l->in_bytes[i])
+            continue;
+        if ((where = device_memory(w, l->in_host[i])) < 0)
+            return -1;
         bool in_place = l->out_is_input && i == l->n_in - 1;
-        r->on[i] = !in_place && l->in_bytes[i] &&
-                   cr_prefetch_take(l->in_host[i], l->in_bytes[i], w->device, &r->dev[i], &r->done[i]);
+        r->on[i] = where ? (r->dev[i] = (void *)l->in_host[i], true)
+                         : !in_place && cr_prefetch_take(l->in_host[i], l->in_bytes[i], w->device, &r->dev[i],
+                                                         &r->done[i]);
         any |= r->on[i];
+    }
+    if (l->out_bytes && (where = device_memory(w, l->out_host)) != 0) {
+        if (where < 0)
+            return -1;
+        r->out = l->out_host;
+        any = 1;
     }
     return any;
 }
@@ -220,7 +259,7 @@ static cudaError_t copy_inputs(cr_worker *w, const task_layout *l, char *dev, cr
         return cudaSuccess;
     }
     for (int i = 0; i < l->n_in; i++) {
-        if (l->res.on[i])
+        if (l->res.on[i] && l->res.done[i])
             CR_CHECK(e, cudaStreamWaitEvent(w->stream, l->res.done[i], 0));
         if (!l->in_bytes[i] || l->res.on[i])
             continue;
@@ -243,7 +282,13 @@ cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err,
         return st;
     resident_inputs res;
     plan_task(t, &l, NULL);
-    if (find_resident(w, &l, &res))
+    int resident = find_resident(w, &l, &res);
+    if (resident < 0) {
+        snprintf(err, errlen, "a tensor of this task is in another device's memory than %s (device %d)",
+                 w->device_name, w->device);
+        return CR_E_INVALID;
+    }
+    if (resident)
         plan_task(t, &l, &res); /* again, without room for what is already there */
     find_pinned(&l);
     CR_CHECK(&e, cudaSetDevice(w->device));
@@ -262,7 +307,7 @@ cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err,
     CR_CHECK(&e, cudaEventRecord(w->ev[EV_KERNEL], w->stream));
     if ((cancelled = cancelled_after(w, t, EV_KERNEL, &e)) || e.code)
         goto cleanup;
-    if (l.out_bytes)
+    if (l.out_bytes && !l.res.out)
         CR_CHECK(&e, cudaMemcpyAsync(l.out_pinned ? l.out_host : w->pinned, dev + l.out_off, l.out_bytes,
                                      cudaMemcpyDeviceToHost, w->stream));
     CR_CHECK(&e, cudaEventRecord(w->ev[EV_D2H], w->stream));

@@ -112,7 +112,8 @@ static void mark_batchable(cr_engine *e, cr_job *j)
 {
     const cr_task *t = &j->req.task;
     j->batchable = false;
-    if (!e->b->batch_launch || e->cfg->batch_max < 1 || j->req.kernel.mode == CR_KERNEL_ALL || j->debug_delay_ms > 0)
+    if (!e->b->batch_launch || e->cfg->batch_max < 1 || j->req.kernel.mode == CR_KERNEL_ALL || j->debug_delay_ms > 0 ||
+        j->req.on_device)
         return;
     const cr_kernel *row = cr_kernel_batch_row(e->b, t);
     if (!row || (j->req.kernel.mode == CR_KERNEL_NAMED && row != t->kernel))
@@ -121,13 +122,29 @@ static void mark_batchable(cr_engine *e, cr_job *j)
     j->batchable = true;
 }
 
+/* A job whose tensors are in a device's memory (CUDA shared memory) runs on that device: every
+ * other one counts as tried already, so the queue gives it to that device's workers only. */
+static int place_on_data(cr_engine *e, cr_job *j, cr_error *err)
+{
+    int d = j->req.device;
+    if (d < 0 || d >= e->n_devices)
+        return cr_fail(err, 400, "invalid_field", "shared_memory_region",
+                       "the tensors are on device %d; this daemon serves devices 0 to %d", d, e->n_devices - 1);
+    if (j->req.kernel.mode == CR_KERNEL_ALL)
+        return cr_fail(err, 400, "invalid_field", "kernel",
+                       "compare mode (kernel \"all\") checks results on the host: not with tensors in CUDA "
+                       "shared memory");
+    j->devices_tried = (uint32_t)((1ull << e->n_devices) - 1) & ~(1u << d);
+    return 0;
+}
+
 int cr_engine_submit(cr_engine *e, cr_job *j, cr_error *err)
 {
     if (atomic_load(&e->failed))
         return cr_fail(err, 503, "device_fault", "", "the device failed; the daemon is restarting");
     if (atomic_load(&e->draining))
         return cr_fail(err, 503, "draining", "", "the daemon is shutting down; retry on another instance");
-    if (resolve_kernel(e, j, err) < 0)
+    if (resolve_kernel(e, j, err) < 0 || (j->req.on_device && place_on_data(e, j, err) < 0))
         return -1;
     mark_batchable(e, j);
     uint64_t need = e->b->task_device_bytes(&j->req.task);

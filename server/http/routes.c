@@ -44,6 +44,11 @@ static const cr_route routes[] = {
     {"/v2/systemsharedmemory/region/{name}/register", "POST", cr_kserve_shm_register, CR_ROUTE_OTHER, true},
     {"/v2/systemsharedmemory/region/{name}/unregister", "POST", cr_kserve_shm_unregister, CR_ROUTE_OTHER, true},
     {"/v2/systemsharedmemory/unregister", "POST", cr_kserve_shm_unregister, CR_ROUTE_OTHER, true},
+    {"/v2/cudasharedmemory/status", "GET", cr_kserve_cuda_shm_status, CR_ROUTE_OTHER, true},
+    {"/v2/cudasharedmemory/region/{name}/status", "GET", cr_kserve_cuda_shm_status, CR_ROUTE_OTHER, true},
+    {"/v2/cudasharedmemory/region/{name}/register", "POST", cr_kserve_cuda_shm_register, CR_ROUTE_OTHER, true},
+    {"/v2/cudasharedmemory/region/{name}/unregister", "POST", cr_kserve_cuda_shm_unregister, CR_ROUTE_OTHER, true},
+    {"/v2/cudasharedmemory/unregister", "POST", cr_kserve_cuda_shm_unregister, CR_ROUTE_OTHER, true},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 

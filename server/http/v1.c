@@ -14,6 +14,7 @@
 #include "server/http/respond.h"
 #include "server/http/submit.h"
 #include "server/http/upload.h"
+#include "server/kserve/cuda_shm_region.h"
 #include "server/kserve/shm_region.h"
 #include "server/machine.h"
 
@@ -50,6 +51,7 @@ enum MHD_Result cr_route_metrics(cr_conn *c)
     cr_engine_gauges(c->h->deps.engine, &g);
     g.results_kept_bytes = cr_job_table_bytes(c->h->deps.jobs);
     cr_shm_usage(&g.shm_regions, &g.shm_registered_bytes);
+    cr_cuda_shm_usage(&g.cuda_shm_regions, &g.cuda_shm_registered_bytes);
     char *text = cr_metrics_render(&g, &len);
     return cr_send(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }

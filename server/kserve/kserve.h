@@ -26,6 +26,10 @@ enum MHD_Result cr_kserve_repository_load(cr_conn *c); /* POST /v2/repository/mo
 enum MHD_Result cr_kserve_shm_status(cr_conn *c);     /* GET /v2/systemsharedmemory[/region/{name}]/status */
 enum MHD_Result cr_kserve_shm_register(cr_conn *c);   /* POST .../region/{name}/register */
 enum MHD_Result cr_kserve_shm_unregister(cr_conn *c); /* POST /v2/systemsharedmemory[/region/{name}]/unregister */
+/* Triton's CUDA shared memory extension, the same routes under /v2/cudasharedmemory. */
+enum MHD_Result cr_kserve_cuda_shm_status(cr_conn *c);
+enum MHD_Result cr_kserve_cuda_shm_register(cr_conn *c);
+enum MHD_Result cr_kserve_cuda_shm_unregister(cr_conn *c);
 
 /* First call of a POST on a kserve route: accepted content types (none, application/json,
  * application/octet-stream), a well-formed Inference-Header-Content-Length, and the body limit

@@ -665,6 +665,10 @@ static int fill_task(ks_ctx *x, cr_request *r, cr_error *err)
         h->data = p[0];
         if (!r->is_float_hist)
             return 0;
+        if (r->buf_on_device[0]) /* the NaN and range checks below read the data on the host */
+            return cr_fail(err, 400, "unsupported", "data",
+                           "float histogram data in CUDA shared memory is not supported (its NaN and range "
+                           "checks run on the host): send it in the body or in system shared memory");
         if (x->p.has_range_lo) /* without a range, the range of the data refuses NaN below */
             return refuse_nan(h, r->task.dtype, err);
         cr_range_status st = cr_hist_range_of_data(h->data, h->count, r->task.dtype, &h->lo, &h->hi);

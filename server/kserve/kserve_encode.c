@@ -166,8 +166,11 @@ int cr_ks_encode(const cr_job *j, const cr_ks_spec *s, const char *backend, cr_k
     if (job_tensors(j, s, ts, &edges))
         return -1;
     for (int k = 0; k < s->model->n_outputs; k++) /* the result itself is in place already */
-        if (s->want[k] && s->shm[k].dst)
-            memcpy(s->shm[k].dst, ts[k].data, ts[k].count * cr_dtype_size(ts[k].dt));
+        if (s->want[k] && s->shm[k].out.p &&
+            cr_ks_shm_write(&s->shm[k], ts[k].data, ts[k].count * cr_dtype_size(ts[k].dt))) {
+            free(edges);
+            return -1;
+        }
     kb_header(&b, j, s, backend, ts);
     out->header_len = b.len;
     for (int k = 0; k < s->model->n_outputs; k++)

@@ -56,6 +56,8 @@ enum MHD_Result cr_kserve_server_metadata(cr_conn *c)
     cJSON_AddStringToObject(doc, "version", CRUNCHD_VERSION);
     cJSON_AddItemToArray(ext, cJSON_CreateString("binary_tensor_data"));
     cJSON_AddItemToArray(ext, cJSON_CreateString("system_shared_memory"));
+    if (cr_engine_backend(c->h->deps.engine)->ipc_open)
+        cJSON_AddItemToArray(ext, cJSON_CreateString("cuda_shared_memory"));
     cJSON_AddItemToObject(doc, "extensions", ext);
     return cr_send_cjson(c, 200, doc);
 }

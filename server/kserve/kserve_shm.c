@@ -2,14 +2,16 @@
  *
  * No copy either way: an input's request slot points into the region's mapping, and so does the
  * output slot of a result written there, so the worker reads and writes the client's memory
- * directly (pinned on cuda: shm_region.c). Such slots are borrowed (server/request.h): never
- * charged to the memory budget, and each holds its region until the slot is freed, so the
- * region cannot be unregistered under a running job. */
+ * directly: host memory of a system region (pinned on cuda: shm_region.c), or device memory of
+ * a CUDA region (cuda_shm_region.c), which also sends the job to that device. Such slots are
+ * borrowed (server/request.h): never charged to the memory budget, and each holds its region
+ * until the slot is freed, so the region cannot be unregistered under a running job. */
 #include <stdio.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
+#include "server/kserve/cuda_shm_region.h"
 #include "server/kserve/kserve_internal.h"
 
 #define MAX_EXACT 9007199254740992.0 /* 2^53 */
@@ -47,6 +49,53 @@ int cr_ks_shm_parse(const cJSON *params, const char *tensor, cr_ks_shm *out, cr_
     return 0;
 }
 
+/* ---- windows -------------------------------------------------------------------------------- */
+
+/* Holds [offset, offset + bytes) of region `name`, in whichever table has it. */
+static int acquire(const char *name, uint64_t offset, uint64_t bytes, size_t align, const char *what,
+                   cr_ks_window *w, cr_error *err)
+{
+    memset(w, 0, sizeof *w);
+    w->device = -1;
+    if (cr_cuda_shm_registered(name)) {
+        w->hold = cr_cuda_shm_acquire(name, offset, bytes, align, what, &w->p, &w->device, err);
+        w->release = cr_cuda_shm_release;
+    } else {
+        w->hold = cr_shm_acquire(name, offset, bytes, align, what, &w->p, err);
+        w->release = cr_shm_release;
+    }
+    return w->hold ? 0 : -1;
+}
+
+static void release(cr_ks_window *w)
+{
+    if (w->hold)
+        w->release(w->hold);
+    memset(w, 0, sizeof *w);
+}
+
+/* The window becomes the request's slot, which releases it when freed. */
+static int adopt(cr_request *r, int slot, cr_ks_window *w, uint64_t bytes, cr_error *err)
+{
+    cr_ks_window taken = *w;
+    memset(w, 0, sizeof *w);
+    cr_request_adopt_buf(r, slot, taken.p, (size_t)bytes, taken.release, taken.hold);
+    return taken.device >= 0 ? cr_request_mark_device(r, slot, taken.device, err) : 0;
+}
+
+/* Whether two held windows (p, n of hold a; q, m of hold b) share bytes. Two system regions
+ * alias when they map the same object; device pointers of one process alias when they do. */
+static bool overlap(void (*ra)(void *), void *a, const void *p, size_t n, void (*rb)(void *), void *b,
+                    const void *q, size_t m)
+{
+    if (ra != rb || !n || !m)
+        return false;
+    if (ra == cr_shm_release)
+        return cr_shm_overlap(a, p, n, b, q, m);
+    uintptr_t x = (uintptr_t)p, y = (uintptr_t)q;
+    return x < y + m && y < x + n;
+}
+
 /* ---- inputs --------------------------------------------------------------------------------- */
 
 int cr_ks_shm_measure(const cr_ks_shm *s, const char *tensor, uint64_t bytes, cr_error *err)
@@ -62,13 +111,12 @@ void *cr_ks_shm_fill_input(cr_request *r, int slot, const cr_ks_shm *s, const ch
                            size_t es, cr_error *err)
 {
     char what[80];
-    void *p = NULL;
+    cr_ks_window w;
     snprintf(what, sizeof what, "input %s", tensor);
-    cr_shm_region *hold = cr_shm_acquire(s->region, s->offset, bytes, es, what, &p, err);
-    if (!hold)
+    if (acquire(s->region, s->offset, bytes, es, what, &w, err))
         return NULL;
-    cr_request_adopt_buf(r, slot, p, (size_t)bytes, cr_shm_release, hold);
-    return p;
+    void *p = w.p;
+    return adopt(r, slot, &w, bytes, err) ? NULL : p;
 }
 
 /* ---- outputs -------------------------------------------------------------------------------- */
@@ -85,17 +133,18 @@ static uint64_t output_bytes(const cr_task *t, int k, size_t *es)
 }
 
 /* An output region may not share bytes with an input: the kernel would read what it writes. */
-static int check_aliasing(const cr_request *r, const cr_ks_spec *s, int k, const void *p, uint64_t n,
-                          cr_error *err)
+static int check_aliasing(const cr_request *r, const cr_ks_spec *s, int k, uint64_t n, cr_error *err)
 {
     const char *name = s->model->outputs[k].name;
+    const cr_ks_window *w = &s->shm[k].out;
     for (int slot = 0; slot < CR_BUF_OUTPUT; slot++)
-        if (r->buf_borrowed[slot] && r->hold_release[slot] == cr_shm_release &&
-            cr_shm_overlap(s->shm[k].hold, p, n, r->hold[slot], r->bufs[slot], r->buf_bytes[slot]))
+        if (r->buf_borrowed[slot] && overlap(w->release, w->hold, w->p, n, r->hold_release[slot], r->hold[slot],
+                                             r->bufs[slot], r->buf_bytes[slot]))
             return cr_fail(err, 400, "invalid_field", name,
                            "output %s: its shared memory overlaps input %s's", name, s->model->inputs[slot].name);
     if (k == 1 && s->shm[0].on &&
-        cr_shm_overlap(s->shm[1].hold, p, n, r->hold[CR_BUF_OUTPUT], r->bufs[CR_BUF_OUTPUT], r->buf_bytes[CR_BUF_OUTPUT]))
+        overlap(w->release, w->hold, w->p, n, r->hold_release[CR_BUF_OUTPUT], r->hold[CR_BUF_OUTPUT],
+                r->bufs[CR_BUF_OUTPUT], r->buf_bytes[CR_BUF_OUTPUT]))
         return cr_fail(err, 400, "invalid_field", name, "output %s: its shared memory overlaps output %s's", name,
                        s->model->outputs[0].name);
     return 0;
@@ -114,20 +163,10 @@ static int hold_output(cr_request *r, cr_ks_spec *s, int k, cr_error *err)
                        "output %s: shared_memory_byte_size %llu is smaller than the result's %llu bytes", name,
                        (unsigned long long)o->byte_size, (unsigned long long)bytes);
     snprintf(what, sizeof what, "output %s", name);
-    void *p = NULL;
-    cr_shm_region *hold = cr_shm_acquire(o->region, o->offset, o->byte_size, es, what, &p, err);
-    if (!hold)
+    /* the spec's until the result slot takes it over: released on any error */
+    if (acquire(o->region, o->offset, o->byte_size, es, what, &o->out, err) || check_aliasing(r, s, k, bytes, err))
         return -1;
-    o->hold = hold; /* the spec's until the result slot takes it over: released on any error */
-    if (check_aliasing(r, s, k, p, bytes, err))
-        return -1;
-    if (k == 0) { /* the result slot: the worker writes the region itself */
-        o->hold = NULL;
-        cr_request_adopt_buf(r, CR_BUF_OUTPUT, p, (size_t)bytes, cr_shm_release, hold);
-        return 0;
-    }
-    o->dst = p;
-    return 0;
+    return k == 0 ? adopt(r, CR_BUF_OUTPUT, &o->out, bytes, err) : 0; /* the worker writes the result there */
 }
 
 int cr_ks_shm_outputs(cr_request *r, cr_ks_spec *s, cr_error *err)
@@ -138,15 +177,21 @@ int cr_ks_shm_outputs(cr_request *r, cr_ks_spec *s, cr_error *err)
     return 0;
 }
 
+int cr_ks_shm_write(const cr_ks_shm *s, const void *src, size_t bytes)
+{
+    if (s->out.device < 0) {
+        memcpy(s->out.p, src, bytes);
+        return 0;
+    }
+    return cr_cuda_shm_write(s->out.p, src, bytes);
+}
+
 void cr_ks_shm_release_outputs(cr_request *r, cr_ks_spec *s)
 {
     if (r && r->buf_borrowed[CR_BUF_OUTPUT]) {
         cr_task_set_output(&r->task, NULL); /* nothing reads the result after its answer */
         cr_request_free_buf(r, CR_BUF_OUTPUT);
     }
-    for (int k = 0; k < CR_KS_MAX_IO; k++) {
-        cr_shm_release(s->shm[k].hold);
-        s->shm[k].hold = NULL;
-        s->shm[k].dst = NULL;
-    }
+    for (int k = 0; k < CR_KS_MAX_IO; k++)
+        release(&s->shm[k].out);
 }

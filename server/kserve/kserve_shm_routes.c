@@ -1,5 +1,5 @@
-/* Triton's system shared memory routes (server/kserve/kserve.h) on the region table of
- * server/kserve/shm_region.h:
+/* Triton's shared memory routes (server/kserve/kserve.h): system shared memory on the region
+ * table of server/kserve/shm_region.h, CUDA shared memory (at the end) on cuda_shm_region.h's:
  *   GET  /v2/systemsharedmemory/status, /v2/systemsharedmemory/region/{name}/status
  *   POST /v2/systemsharedmemory/region/{name}/register  {"key", "offset", "byte_size"}
  *   POST /v2/systemsharedmemory/region/{name}/unregister, /v2/systemsharedmemory/unregister
@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/codec/base64.h"
 #include "server/codec/json_matrix.h"
 #include "server/http/respond.h"
+#include "server/kserve/cuda_shm_region.h"
 #include "server/kserve/shm_region.h"
 
 #define MAX_EXACT 9007199254740992.0 /* 2^53 */
@@ -137,7 +139,11 @@ enum MHD_Result cr_kserve_shm_register(cr_conn *c)
     if (!path_region(c, buf, sizeof buf, &name))
         return MHD_YES;
     cJSON *doc = parse_register(c->body ? c->body : "", c->len, &key, &offset, &byte_size, &err);
-    int rc = doc ? cr_shm_register(name, key, offset, byte_size, &err) : -1;
+    int rc = !doc ? -1
+             : cr_cuda_shm_registered(name) /* one namespace for both kinds, as Triton's */
+                 ? cr_fail(&err, 409, "already_exists", "name",
+                           "'%s' is registered as a CUDA shared memory region (unregister it first)", name)
+                 : cr_shm_register(name, key, offset, byte_size, &err);
     cJSON_Delete(doc);
     return rc ? cr_send_error(c, &err) : cr_send_cjson(c, 200, cJSON_CreateObject());
 }
@@ -152,5 +158,110 @@ enum MHD_Result cr_kserve_shm_unregister(cr_conn *c)
     if (!path_region(c, buf, sizeof buf, &name))
         return MHD_YES;
     int rc = name ? cr_shm_unregister(name, &err) : cr_shm_unregister_all(&err);
+    return rc ? cr_send_error(c, &err) : cr_send_cjson(c, 200, cJSON_CreateObject());
+}
+
+/* ---- CUDA shared memory ----------------------------------------------------------------------
+ *   GET  /v2/cudasharedmemory/status, /v2/cudasharedmemory/region/{name}/status
+ *   POST /v2/cudasharedmemory/region/{name}/register
+ *        {"raw_handle": {"b64": "<cudaIpcMemHandle_t, base64>"}, "device_id": N, "byte_size": N}
+ *   POST /v2/cudasharedmemory/region/{name}/unregister, /v2/cudasharedmemory/unregister */
+
+enum MHD_Result cr_kserve_cuda_shm_status(cr_conn *c)
+{
+    char buf[CR_SHM_NAME_MAX + 1];
+    const char *name;
+    if (!path_region(c, buf, sizeof buf, &name))
+        return MHD_YES;
+    cr_cuda_shm_info *list;
+    size_t n;
+    cr_error err;
+    if (cr_cuda_shm_status(name, &list, &n, &err) != 0)
+        return cr_send_error(c, &err);
+    cJSON *doc = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", list[i].name);
+        cJSON_AddNumberToObject(o, "device_id", list[i].device_id);
+        cJSON_AddNumberToObject(o, "byte_size", (double)list[i].byte_size);
+        cJSON_AddItemToArray(doc, o);
+    }
+    free(list);
+    return cr_send_cjson(c, 200, doc);
+}
+
+#define IPC_HANDLE_MAX 128 /* a cudaIpcMemHandle_t is 64 bytes; room to say a longer one is wrong */
+
+/* raw_handle: {"b64": "..."} holding the handle's bytes; *len of them into handle. */
+static int parse_handle(const cJSON *doc, unsigned char *handle, size_t *len, cr_error *err)
+{
+    const cJSON *raw = cJSON_GetObjectItemCaseSensitive(doc, "raw_handle");
+    const cJSON *b64 = cJSON_IsObject(raw) ? cJSON_GetObjectItemCaseSensitive(raw, "b64") : NULL;
+    if (!cJSON_IsString(b64))
+        return cr_fail(err, 400, raw ? "invalid_field" : "missing_field", "raw_handle",
+                       "raw_handle must be {\"b64\": the cudaIpcMemHandle_t's bytes in base64}");
+    long n = cr_base64_decode(b64->valuestring, strlen(b64->valuestring), handle, IPC_HANDLE_MAX);
+    if (n < 0)
+        return cr_fail(err, 400, "invalid_field", "raw_handle", "raw_handle.b64 is not base64 of a CUDA IPC handle");
+    *len = (size_t)n;
+    return 0;
+}
+
+static int parse_cuda_register(const char *body, size_t len, unsigned char *handle, size_t *handle_len,
+                               int *device, uint64_t *byte_size, cr_error *err)
+{
+    cJSON *doc = parse_whole(body, len);
+    int rc = -1;
+    uint64_t dev = 0;
+    if (!cJSON_IsObject(doc)) {
+        cr_fail(err, 400, "invalid_json", "", "the body must be a JSON object {\"raw_handle\", \"device_id\", "
+                "\"byte_size\"}");
+        goto cleanup;
+    }
+    for (const cJSON *f = doc->child; f; f = f->next)
+        if (strcmp(f->string, "raw_handle") && strcmp(f->string, "device_id") && strcmp(f->string, "byte_size")) {
+            cr_fail(err, 400, "invalid_field", f->string,
+                    "unknown field \"%.64s\" (raw_handle, device_id, byte_size)", f->string);
+            goto cleanup;
+        }
+    if (parse_handle(doc, handle, handle_len, err) || body_count(doc, "device_id", true, &dev, err) ||
+        body_count(doc, "byte_size", true, byte_size, err))
+        goto cleanup;
+    if (dev > 1024) {
+        cr_fail(err, 400, "invalid_field", "device_id", "device_id %llu is not a device", (unsigned long long)dev);
+        goto cleanup;
+    }
+    *device = (int)dev;
+    rc = 0;
+cleanup:
+    cJSON_Delete(doc);
+    return rc;
+}
+
+enum MHD_Result cr_kserve_cuda_shm_register(cr_conn *c)
+{
+    char buf[CR_SHM_NAME_MAX + 1];
+    const char *name;
+    unsigned char handle[IPC_HANDLE_MAX];
+    size_t handle_len = 0;
+    int device = 0;
+    uint64_t byte_size = 0;
+    cr_error err;
+    if (!path_region(c, buf, sizeof buf, &name))
+        return MHD_YES;
+    if (parse_cuda_register(c->body ? c->body : "", c->len, handle, &handle_len, &device, &byte_size, &err) ||
+        cr_cuda_shm_register(name, handle, handle_len, device, byte_size, &err))
+        return cr_send_error(c, &err);
+    return cr_send_cjson(c, 200, cJSON_CreateObject());
+}
+
+enum MHD_Result cr_kserve_cuda_shm_unregister(cr_conn *c)
+{
+    char buf[CR_SHM_NAME_MAX + 1];
+    const char *name;
+    cr_error err;
+    if (!path_region(c, buf, sizeof buf, &name))
+        return MHD_YES;
+    int rc = name ? cr_cuda_shm_unregister(name, &err) : cr_cuda_shm_unregister_all(&err);
     return rc ? cr_send_error(c, &err) : cr_send_cjson(c, 200, cJSON_CreateObject());
 }

@@ -48,7 +48,7 @@ static bool portable_char(char ch, const char *extra)
            strchr(extra, ch) != NULL;
 }
 
-static int check_name(const char *name, cr_error *err)
+int cr_shm_check_name(const char *name, cr_error *err)
 {
     size_t n = strlen(name);
     bool ok = n >= 1 && n <= CR_SHM_NAME_MAX;
@@ -202,7 +202,7 @@ static cr_shm_region *region_new(const char *name, const char *key, uint64_t off
 
 int cr_shm_register(const char *name, const char *key, uint64_t offset, uint64_t byte_size, cr_error *err)
 {
-    if (check_name(name, err) || check_key(key, err) || check_sizes(offset, byte_size, err))
+    if (cr_shm_check_name(name, err) || check_key(key, err) || check_sizes(offset, byte_size, err))
         return -1;
     /* Checked before mapping (no work for a refusal) and again after, unlocked in between: a
      * mapping and its pinning take long enough to stall every other use of the table. */
@@ -320,6 +320,14 @@ int cr_shm_status(const char *name, cr_shm_info **out, size_t *n, cr_error *err)
     *out = list;
     *n = count;
     return 0;
+}
+
+bool cr_shm_registered(const char *name)
+{
+    pthread_mutex_lock(&mu);
+    bool found = find_locked(name) != NULL;
+    pthread_mutex_unlock(&mu);
+    return found;
 }
 
 /* ---- holds ---------------------------------------------------------------------------------- */

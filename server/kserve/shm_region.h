@@ -31,6 +31,12 @@ typedef struct {
     uint64_t offset, byte_size;
 } cr_shm_info;
 
+/* Region names are 1 to CR_SHM_NAME_MAX portable characters; -1 with a 400 naming "name". */
+int cr_shm_check_name(const char *name, cr_error *err);
+/* Whether name is a region of this table (a name is registered in one table of the two:
+ * this one or the CUDA one, cuda_shm_region.h). */
+bool cr_shm_registered(const char *name);
+
 /* At most max_bytes registered at once; b's host_register, when it has one, pins each region. */
 void cr_shm_init(uint64_t max_bytes, const cr_backend *b);
 /* Unpins, unmaps and forgets every region (at exit, once no job is left to hold one). */

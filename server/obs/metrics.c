@@ -301,6 +301,13 @@ static void render_memory(text *t, const cr_metrics_gauges *g)
            "clients' memory, outside the budget (at most --shm-max-mb).\n"
            "# TYPE crunchd_shm_registered_bytes gauge\ncrunchd_shm_registered_bytes %llu\n",
         (unsigned long long)g->shm_registered_bytes);
+    put(t, "# HELP crunchd_cuda_shm_regions CUDA shared memory regions (clients' device memory) registered.\n"
+           "# TYPE crunchd_cuda_shm_regions gauge\ncrunchd_cuda_shm_regions %llu\n",
+        (unsigned long long)g->cuda_shm_regions);
+    put(t, "# HELP crunchd_cuda_shm_registered_bytes Bytes of the registered CUDA shared memory regions: "
+           "the clients' device memory, which kernels read and write in place.\n"
+           "# TYPE crunchd_cuda_shm_registered_bytes gauge\ncrunchd_cuda_shm_registered_bytes %llu\n",
+        (unsigned long long)g->cuda_shm_registered_bytes);
 }
 
 static void render_process(text *t)

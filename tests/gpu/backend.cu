@@ -669,6 +669,139 @@ static void test_host_register(void)
     munmap(map, bytes);
 }
 
+/* Device memory as a client's CUDA shared memory lands in a task (ipc_open gives device
+ * pointers): a GEMM with every placement of a, b, c_in and the output (host or device), each
+ * against the host reference; c in device memory stays unchanged (the kernel updates a copy);
+ * AᵀA and a uint8 histogram read device data; a tensor on a device the worker does not own is
+ * refused; ipc_open refuses a handle that is not one. */
+static void *on_device(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes) != cudaSuccess)
+        return NULL;
+    if (host)
+        cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+    else
+        cudaMemset(d, 0xff, bytes); /* NaN poison */
+    return d;
+}
+
+static std::vector<char> from_device(const void *d, size_t bytes)
+{
+    std::vector<char> h(bytes);
+    cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost);
+    return h;
+}
+
+static void test_device_tensors_gemm(void)
+{
+    const int64_t m = 77, n = 53, kk = 91;
+    const double alpha = 1.25, beta = -0.75;
+    mat a = make_mat(m, kk, CR_DT_F32), b = make_mat(kk, n, CR_DT_F32), c = make_mat(m, n, CR_DT_F32);
+    std::vector<double> ref(m * n);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t p = 0; p < kk; p++)
+                acc += a.v[i * kk + p] * b.v[p * n + j];
+            ref[i * n + j] = alpha * acc + beta * c.v[i * n + j];
+        }
+    size_t out_bytes = (size_t)(m * n) * sizeof(float);
+    for (int where = 0; where < 16; where++) { /* bit 0: a, 1: b, 2: c, 3: the output on the device */
+        void *da = where & 1 ? on_device(a.raw.data(), a.raw.size()) : NULL;
+        void *db = where & 2 ? on_device(b.raw.data(), b.raw.size()) : NULL;
+        void *dc = where & 4 ? on_device(c.raw.data(), c.raw.size()) : NULL;
+        void *dout = where & 8 ? on_device(NULL, out_bytes) : NULL;
+        std::vector<char> hout(out_bytes, (char)0xff);
+        cr_task t = {};
+        t.op = CR_OP_GEMM;
+        t.dtype = CR_DT_F32;
+        t.kernel = K(CR_OP_GEMM, where & 1 ? "dbuf" : "cublas");
+        t.u.gemm = {m, n, kk, false, false, alpha, beta, da ? da : a.raw.data(), db ? db : b.raw.data(),
+                    dc ? dc : c.raw.data(), dout ? dout : hout.data()};
+        char err[256] = "", what[96], detail[320];
+        cr_timings tm = {};
+        cr_status st = run(&t, &tm, err);
+        std::vector<char> out = dout ? from_device(dout, out_bytes) : hout;
+        double e = rel_error(out, ref, CR_DT_F32);
+        bool c_kept = !dc || from_device(dc, c.raw.size()) == c.raw;
+        snprintf(what, sizeof what, "gemm %s with a%s b%s c%s out%s on the device", t.kernel->name,
+                 where & 1 ? "+" : "-", where & 2 ? "+" : "-", where & 4 ? "+" : "-", where & 8 ? "+" : "-");
+        snprintf(detail, sizeof detail, "status %s %s, rel error %.3g, c kept %d, d2h %.3f ms", cr_status_name(st),
+                 err, e, c_kept, tm.d2h_ms);
+        expect(st == CR_OK && e <= 1e-5 && c_kept && (!dout || tm.d2h_ms < 0.05), what, detail);
+        cudaFree(da);
+        cudaFree(db);
+        cudaFree(dc);
+        cudaFree(dout);
+    }
+}
+
+static void test_device_tensors_ata_hist(void)
+{
+    const int64_t m = 129, n = 65;
+    mat a = make_mat(m, n, CR_DT_F32);
+    std::vector<double> ref(n * n, 0.0);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t p = 0; p < m; p++)
+                ref[i * n + j] += a.v[p * n + i] * a.v[p * n + j];
+    void *da = on_device(a.raw.data(), a.raw.size());
+    std::vector<char> out((size_t)(n * n) * sizeof(float));
+    cr_task t = {};
+    t.op = CR_OP_ATA;
+    t.dtype = CR_DT_F32;
+    t.kernel = K(CR_OP_ATA, "symtile");
+    t.u.ata = {m, n, false, da, out.data()};
+    check_run("ata symtile from device memory", &t, out, ref, 1e-5);
+    cudaFree(da);
+
+    const int64_t count = 100003;
+    std::vector<unsigned char> data(count);
+    std::vector<uint64_t> want(256, 0);
+    for (int64_t i = 0; i < count; i++)
+        want[data[i] = (unsigned char)(uniform(0, 256))]++;
+    void *dd = on_device(data.data(), count), *dcounts = on_device(NULL, 256 * 8);
+    t = {};
+    t.op = CR_OP_HISTOGRAM;
+    t.dtype = CR_DT_U8;
+    t.kernel = K(CR_OP_HISTOGRAM, "smem-vec");
+    t.u.hist = {count, dd, 256, 0.0, 256.0, (uint64_t *)dcounts};
+    char err[256] = "";
+    cr_status st = run(&t, NULL, err);
+    std::vector<char> got = from_device(dcounts, 256 * 8);
+    expect(st == CR_OK && memcmp(got.data(), want.data(), 256 * 8) == 0,
+           "uint8 histogram from and into device memory", err);
+    cudaFree(dd);
+    cudaFree(dcounts);
+}
+
+static void test_device_tensors_refused(void)
+{
+    char err[256] = "";
+    void *p = NULL;
+    unsigned char junk[64] = {1, 2, 3};
+    expect(B->ipc_open && B->ipc_open(junk, sizeof junk, 0, 64, &p, err, sizeof err) == CR_E_INVALID && !p,
+           "ipc_open refuses a handle that is not one", err);
+    expect(B->ipc_open(junk, 10, 0, 64, &p, err, sizeof err) == CR_E_INVALID, "ipc_open refuses a short handle", err);
+    int devices = 0;
+    cudaGetDeviceCount(&devices);
+    if (devices < 2)
+        return;
+    cudaSetDevice(1); /* a tensor on device 1 for a worker of device 0 */
+    mat a = make_mat(8, 8, CR_DT_F32);
+    void *da = on_device(a.raw.data(), a.raw.size());
+    cudaSetDevice(0);
+    std::vector<char> out(8 * 8 * sizeof(float));
+    cr_task t = {};
+    t.op = CR_OP_ATA;
+    t.dtype = CR_DT_F32;
+    t.kernel = K(CR_OP_ATA, "cublas");
+    t.u.ata = {8, 8, false, da, out.data()};
+    expect(run(&t, NULL, err) == CR_E_INVALID, "a tensor in another device's memory is refused", err);
+    cudaFree(da);
+}
+
 int main(void)
 {
     char err[256] = "";
@@ -697,6 +830,9 @@ int main(void)
     test_batches_hist(CR_DT_F32);
     test_batches_hist(CR_DT_F64);
     test_host_register();
+    test_device_tensors_gemm();
+    test_device_tensors_ata_hist();
+    test_device_tensors_refused();
     B->worker_destroy(W);
     B->shutdown();
     printf("backend: %d passed, %d failed\n", passed, failed);
