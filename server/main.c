@@ -80,6 +80,16 @@ static int write_port_file(const char *path, unsigned port)
     return ok && rename(tmp, path) == 0 ? 0 : -1; /* readers never see a half-written file */
 }
 
+static void log_listening(const cr_config *cfg, unsigned port, const cr_engine *e)
+{
+    char tcp[96] = "";
+    if (cr_config_tcp(cfg))
+        snprintf(tcp, sizeof tcp, "%s:%u", cfg->bind, port);
+    cr_log("info", "crunchd %s listening on %s%s%s%s, backend %s, %d device(s)", CRUNCHD_VERSION, tcp,
+           tcp[0] && cfg->unix_socket[0] ? " and " : "", cfg->unix_socket[0] ? "unix:" : "", cfg->unix_socket,
+           cr_engine_backend(e)->name, cr_engine_device_count(e));
+}
+
 static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
 {
     double now = cr_now();
@@ -194,10 +204,9 @@ int main(int argc, char **argv)
         cr_engine_stop(e);
         return EXIT_STARTUP;
     }
-    if (cfg.port_file[0] && write_port_file(cfg.port_file, port) < 0)
+    if (cfg.port_file[0] && cr_config_tcp(&cfg) && write_port_file(cfg.port_file, port) < 0)
         cr_log("warn", "cannot write --port-file %s", cfg.port_file);
-    cr_log("info", "crunchd %s listening on %s:%u, backend %s, %d device(s)", CRUNCHD_VERSION, cfg.bind,
-           port, cr_engine_backend(e)->name, cr_engine_device_count(e));
+    log_listening(&cfg, port, e);
     rc = serve(&set, e, h, &jobs, &cfg);
     if (rc == EXIT_DEVICE_FAULT || rc == EXIT_ABORTED) {
         /* The device or the operator says stop now: no orderly teardown, no exit handlers. */
