@@ -92,10 +92,16 @@ static void log_listening(const cr_config *cfg, unsigned port, const cr_engine *
 
 static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
 {
+    static double last_shm_sweep;
     double now = cr_now();
     cr_http_tick(h);
     cr_engine_tick(e, now);
     cr_job_table_sweep(jobs, now);
+    /* about once a second: a dead client's regions go even if nobody registers or asks */
+    if (now - last_shm_sweep >= 1.0) {
+        cr_shm_sweep(now);
+        last_shm_sweep = now;
+    }
 }
 
 /* SIGTERM: refuse new jobs, finish queued and running ones, let clients fetch what they are
@@ -188,7 +194,10 @@ int main(int argc, char **argv)
     if (!e)
         return EXIT_STARTUP;
     start_memory_budget(&cfg, cr_engine_backend(e));
-    cr_shm_init((uint64_t)cfg.shm_max_mb << 20, cr_engine_backend(e));
+    cr_shm_limits shm = {.max_bytes = (uint64_t)cfg.shm_max_mb << 20,
+                         .client_max_bytes = (uint64_t)cfg.shm_client_max_mb << 20,
+                         .idle_s = cfg.shm_idle_s, .backend = cr_engine_backend(e)};
+    cr_shm_init(&shm);
     cr_job_table jobs;
     int64_t result_cap_mb = cfg.result_cap_mb < cfg.max_memory_mb ? cfg.result_cap_mb : cfg.max_memory_mb;
     if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)result_cap_mb << 20) < 0) {
