@@ -2,15 +2,16 @@
  *
  * No copy either way: an input's request slot points into the region's mapping, and so does the
  * output slot of a result written there, so the worker reads and writes the client's memory
- * directly (pinned on cuda: shm_region.c). Such slots are borrowed (server/request.h): never
- * charged to the memory budget, and each holds its region until the slot is freed, so the
- * region cannot be unregistered under a running job. */
+ * directly (pinned on cuda: shm_region.c). The rules (sizes, bounds, alignment, outputs apart
+ * from inputs) are shm_tensor.c's, shared with /v1; this file maps Triton's parameters onto
+ * them. */
 #include <stdio.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "server/kserve/kserve_internal.h"
+#include "server/kserve/shm_tensor.h"
 
 #define MAX_EXACT 9007199254740992.0 /* 2^53 */
 
@@ -51,24 +52,17 @@ int cr_ks_shm_parse(const cJSON *params, const char *tensor, cr_ks_shm *out, cr_
 
 int cr_ks_shm_measure(const cr_ks_shm *s, const char *tensor, uint64_t bytes, cr_error *err)
 {
-    if (s->byte_size != bytes)
-        return cr_fail(err, 400, "invalid_field", tensor,
-                       "input %s: shared_memory_byte_size is %llu bytes but shape and datatype make %llu",
-                       tensor, (unsigned long long)s->byte_size, (unsigned long long)bytes);
-    return 0;
+    char what[80];
+    snprintf(what, sizeof what, "input %s", tensor);
+    return cr_shm_input_size(s->byte_size, bytes, what, "shared_memory_byte_size", err);
 }
 
 void *cr_ks_shm_fill_input(cr_request *r, int slot, const cr_ks_shm *s, const char *tensor, uint64_t bytes,
                            size_t es, cr_error *err)
 {
     char what[80];
-    void *p = NULL;
     snprintf(what, sizeof what, "input %s", tensor);
-    cr_shm_region *hold = cr_shm_acquire(s->region, s->offset, bytes, es, what, &p, err);
-    if (!hold)
-        return NULL;
-    cr_request_adopt_buf(r, slot, p, (size_t)bytes, cr_shm_release, hold);
-    return p;
+    return cr_shm_bind_input(r, slot, s->region, s->offset, bytes, es, what, err);
 }
 
 /* ---- outputs -------------------------------------------------------------------------------- */
@@ -84,46 +78,39 @@ static uint64_t output_bytes(const cr_task *t, int k, size_t *es)
     return cr_task_output_bytes(t);
 }
 
-/* An output region may not share bytes with an input: the kernel would read what it writes. */
-static int check_aliasing(const cr_request *r, const cr_ks_spec *s, int k, const void *p, uint64_t n,
-                          cr_error *err)
+/* Edges and counts both in shared memory may not share bytes either (the rules for inputs are
+ * shm_tensor.c's). */
+static int check_outputs_apart(const cr_request *r, const cr_ks_spec *s, const void *p, uint64_t n, cr_error *err)
 {
-    const char *name = s->model->outputs[k].name;
-    for (int slot = 0; slot < CR_BUF_OUTPUT; slot++)
-        if (r->buf_borrowed[slot] && r->hold_release[slot] == cr_shm_release &&
-            cr_shm_overlap(s->shm[k].hold, p, n, r->hold[slot], r->bufs[slot], r->buf_bytes[slot]))
-            return cr_fail(err, 400, "invalid_field", name,
-                           "output %s: its shared memory overlaps input %s's", name, s->model->inputs[slot].name);
-    if (k == 1 && s->shm[0].on &&
-        cr_shm_overlap(s->shm[1].hold, p, n, r->hold[CR_BUF_OUTPUT], r->bufs[CR_BUF_OUTPUT], r->buf_bytes[CR_BUF_OUTPUT]))
-        return cr_fail(err, 400, "invalid_field", name, "output %s: its shared memory overlaps output %s's", name,
-                       s->model->outputs[0].name);
-    return 0;
+    if (!s->shm[0].on ||
+        !cr_shm_overlap(s->shm[1].hold, p, n, r->hold[CR_BUF_OUTPUT], r->bufs[CR_BUF_OUTPUT], r->buf_bytes[CR_BUF_OUTPUT]))
+        return 0;
+    return cr_fail(err, 400, "invalid_field", s->model->outputs[1].name,
+                   "output %s: its shared memory overlaps output %s's", s->model->outputs[1].name,
+                   s->model->outputs[0].name);
 }
 
 /* Holds output k's window [offset, offset + byte_size) and checks the result fits it. */
 static int hold_output(cr_request *r, cr_ks_spec *s, int k, cr_error *err)
 {
     cr_ks_shm *o = &s->shm[k];
-    const char *name = s->model->outputs[k].name;
+    const char *inputs[CR_BUF_OUTPUT] = {""};
+    for (int i = 0; i < s->model->n_inputs && i < CR_BUF_OUTPUT; i++)
+        inputs[i] = s->model->inputs[i].name;
     size_t es;
     uint64_t bytes = output_bytes(&r->task, k, &es);
     char what[80];
-    if (o->byte_size < bytes)
-        return cr_fail(err, 400, "invalid_field", name,
-                       "output %s: shared_memory_byte_size %llu is smaller than the result's %llu bytes", name,
-                       (unsigned long long)o->byte_size, (unsigned long long)bytes);
-    snprintf(what, sizeof what, "output %s", name);
     void *p = NULL;
-    cr_shm_region *hold = cr_shm_acquire(o->region, o->offset, o->byte_size, es, what, &p, err);
-    if (!hold)
+    snprintf(what, sizeof what, "output %s", s->model->outputs[k].name);
+    o->hold = cr_shm_hold_output(r, o->region, o->offset, o->byte_size, bytes, es, what, "shared_memory_byte_size",
+                                 inputs, &p, err);
+    if (!o->hold) /* the spec's until the result slot takes it over: released on any error */
         return -1;
-    o->hold = hold; /* the spec's until the result slot takes it over: released on any error */
-    if (check_aliasing(r, s, k, p, bytes, err))
+    if (k == 1 && check_outputs_apart(r, s, p, bytes, err))
         return -1;
     if (k == 0) { /* the result slot: the worker writes the region itself */
+        cr_shm_bind_output(r, o->hold, p, bytes);
         o->hold = NULL;
-        cr_request_adopt_buf(r, CR_BUF_OUTPUT, p, (size_t)bytes, cr_shm_release, hold);
         return 0;
     }
     o->dst = p;
