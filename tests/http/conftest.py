@@ -283,14 +283,17 @@ class Daemon:
 
 @pytest.fixture(scope="session")
 def daemon(tmp_path_factory):
-    """The shared daemon: --workers 2 --queue-depth 64 --test-hooks --result-ttl-s 2."""
+    """The shared daemon: --workers 2 --queue-depth 64 --test-hooks --result-ttl-s 2, on a Unix
+    socket too (d.unix_path)."""
+    sock_dir = tempfile.mkdtemp(prefix="crunchd-s-", dir="/tmp")  # sun_path: 107 bytes at most
     d = Daemon(["--workers", str(SESSION_WORKERS), "--queue-depth", str(SESSION_QUEUE_DEPTH),
                 "--test-hooks", "--result-ttl-s", str(SESSION_RESULT_TTL_S),
-                "--drain-timeout-s", "10"],
+                "--drain-timeout-s", "10", "--unix-socket", os.path.join(sock_dir, "crunchd.sock")],
                name="session", workdir=tmp_path_factory.mktemp("session-daemon"))
     d.start()
     yield d
     d.stop()
+    os.rmdir(sock_dir)  # the daemon removed its socket: an error here says it did not
 
 
 @pytest.fixture
