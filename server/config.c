@@ -74,7 +74,8 @@ static const opt_spec specs[] = {
     {"unix-socket", OPT_STR, F(unix_socket), 0, 0,
      "also serve every route on this Unix socket (a stale file is replaced, a live one refused; "
      "no TLS there)"},
-    {"unix-socket-mode", OPT_STR, F(unix_socket_mode), 0, 0, "permissions of --unix-socket, octal (0660: the daemon's user and group)"},
+    {"unix-socket-mode", OPT_STR, F(unix_socket_mode), 0, 0,
+     "permissions of --unix-socket, octal (0660: the daemon's user and group)"},
     {"unix-socket-group", OPT_STR, F(unix_socket_group), 0, 0,
      "group of --unix-socket, a name or a gid (the daemon must belong to it)"},
     {"test-hooks", OPT_BOOL, F(test_hooks), 0, 0,

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/codec/json_matrix.h"
 #include "server/kserve/shm_tensor.h"
 
 #define MAX_EXACT 9007199254740992.0 /* 2^53: JSON numbers are exact up to here */
