@@ -7,6 +7,8 @@
 #   docker run --gpus all -p 8080:8080 --stop-timeout 40 crunchd
 #
 # With no GPU (or without --gpus) the daemon falls back to its CPU backend (CRUNCHD_BACKEND=auto).
+# /run/crunchd (owned by the daemon's user) is where CRUNCHD_UNIX_SOCKET may put a Unix socket;
+# a named volume mounted there starts with that ownership, so a sidecar can share the socket.
 
 ARG CUDA_VERSION=13.0.1
 ARG UBUNTU=ubuntu24.04
@@ -43,7 +45,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 crunchd \
  && useradd --system --uid 10001 --gid crunchd --no-create-home --home-dir /nonexistent \
-      --shell /usr/sbin/nologin crunchd
+      --shell /usr/sbin/nologin crunchd \
+ && install -d -o 10001 -g 10001 -m 0750 /run/crunchd
 
 COPY --from=build /src/build/crunchd /usr/local/bin/crunchd
 # Fail the build, not the first start, when a shared library is missing.

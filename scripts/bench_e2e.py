@@ -11,10 +11,22 @@
    floor = bytes / loopback transfer rate (curl to the sink) + kernel time.
 3. Both again on a daemon that does not copy to the device during the upload (the overlap's gain),
    and the daemon's peak RSS growth over a 1 GiB raw upload.
+4. Local clients (issue 15):
+   a. the same GEMM through system shared memory (/v1's shm operands and output: a, b and the
+      result in a registered region, the request a few hundred bytes) against the pinned floor
+      of 1 (the region is page-locked at registration, so its copies run at the pinned rate);
+   b. the 512 MiB histogram through system shared memory against pinned H2D + kernel;
+   c. the .npy GEMM of 1 with curl --unix-socket against its own floor, the same bytes over one
+      bare Unix socket + kernel, and against the TCP row.
 
 Prints the ratios (target <= 1.5) and writes a CSV.
   scripts/bench_e2e.py BUILD_DIR OUT_CSV        (CRUNCHD_BIN overrides BUILD_DIR/crunchd;
                                                  CRUNCHD_E2E_ARGS adds daemon flags)
+  CRUNCHD_E2E_SMALL=1 scripts/bench_e2e.py BUILD_DIR [OUT_CSV]
+      the same code end to end at small sizes (GEMM 256², 8 MiB histogram, 64 MiB RSS upload) on
+      the cpu backend, with the kernel picked by auto and host memcpy standing in for the pinned
+      copy rates: to check the script anywhere; its figures mean nothing (default CSV
+      BUILD_DIR/e2e-small.csv, never bench/results).
 """
 import os
 import pathlib
@@ -28,12 +40,25 @@ import threading
 import time
 
 import numpy as np
+import requests
+from multiprocessing import shared_memory
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "http"))
 from conftest import Daemon  # noqa: E402  (the tests' daemon runner: free port, readyz, drain)
 
 REPS = 5
+SMALL = os.environ.get("CRUNCHD_E2E_SMALL", "") not in ("", "0")
+
+
+class Sizes:
+    """What the rows move and which kernels they name: the issue's sizes on a GPU, small ones
+    on the cpu backend (CRUNCHD_E2E_SMALL)."""
+    gemm_n = 256 if SMALL else 4096
+    hist_bytes = (8 << 20) if SMALL else (512 << 20)
+    rss_bytes = (64 << 20) if SMALL else (1 << 30)
+    gemm_kernel = "auto" if SMALL else "cublas"
+    hist_kernel = "auto" if SMALL else "smem-vec"
 
 
 def timing(headers):
@@ -92,11 +117,13 @@ def sink_server():
     return srv.getsockname()[1]
 
 
-def raw_tcp_gbps(size=512 << 20):
-    """Loopback TCP with no HTTP and no files: one socket, 8 MiB sends and receives. The best
-    any client could hope to move bytes to a daemon on this machine."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
+def raw_socket_gbps(family=socket.AF_INET, size=512 << 20):
+    """One bare stream socket, no HTTP and no files: 8 MiB sends and receives. Loopback TCP, or a
+    Unix socket bound in a temporary directory (as the daemon's): the best any client could hope
+    to move bytes to a daemon on this machine that way."""
+    tmp = tempfile.mkdtemp(prefix="crunchd-e2e-", dir="/tmp") if family == socket.AF_UNIX else None
+    srv = socket.socket(family, socket.SOCK_STREAM)
+    srv.bind(os.path.join(tmp, "floor.sock") if tmp else ("127.0.0.1", 0))
     srv.listen(1)
     done = threading.Event()
 
@@ -110,31 +137,61 @@ def raw_tcp_gbps(size=512 << 20):
 
     threading.Thread(target=receive, daemon=True).start()
     chunk = memoryview(bytes(8 << 20))
-    with socket.create_connection(srv.getsockname()) as c:
+    c = socket.socket(family, socket.SOCK_STREAM)
+    c.connect(srv.getsockname())
+    with c:
         t0 = time.perf_counter()
         for _ in range(size // len(chunk)):
             c.sendall(chunk)
         done.wait()
         secs = time.perf_counter() - t0
     srv.close()
+    if tmp:
+        os.unlink(os.path.join(tmp, "floor.sock"))
+        os.rmdir(tmp)
     return size / secs / 1e9
 
 
+def raw_tcp_gbps(size=512 << 20):
+    return raw_socket_gbps(socket.AF_INET, size)
+
+
+def raw_unix_gbps(size=512 << 20):
+    return raw_socket_gbps(socket.AF_UNIX, size)
+
+
 def copy_rates(build):
+    if SMALL:  # no device: host memcpy stands in for both directions
+        src = np.ones(64 << 20, np.uint8)
+        dst = np.empty_like(src)
+        t0 = time.perf_counter()
+        for _ in range(4):
+            np.copyto(dst, src)
+        gbps = 4 * src.nbytes / (time.perf_counter() - t0) / 1e9
+        return gbps, gbps
     out = subprocess.run([str(build / "bench" / "copy"), "256"], check=True, capture_output=True,
                          text=True).stdout
     vals = dict(kv.split("=") for kv in out.split())
     return float(vals["h2d_gbps"]), float(vals["d2h_gbps"])
 
 
-def bench_gemm(d, tmp, h2d_gbps, d2h_gbps, sink_port):
-    n = 4096
+def gemm_operands(n):
     rng = np.random.default_rng(1)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
+    return rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+
+
+def check_gemm(c, a, b):
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    err = np.abs(c - ref).max() / np.abs(ref).max()
+    assert err < 1e-4, f"GEMM result wrong: max rel error {err}"
+
+
+def bench_gemm(d, tmp, h2d_gbps, d2h_gbps, sink_port):
+    n = Sizes.gemm_n
+    a, b = gemm_operands(n)
     np.save(tmp / "a.npy", a)
     np.save(tmp / "b.npy", b)
-    url = f"{d.base}/v1/gemm?kernel=cublas"
+    url = f"{d.base}/v1/gemm?kernel={Sizes.gemm_kernel}"
     args = ["-F", f"a=@{tmp}/a.npy", "-F", f"b=@{tmp}/b.npy", "-H", "Accept: application/x-npy", "-H", "Expect:", url]
     curl(args)  # warm-up: pools, pinned staging, cuBLAS heuristics
     runs = [curl(args) for _ in range(REPS)]
@@ -142,10 +199,7 @@ def bench_gemm(d, tmp, h2d_gbps, d2h_gbps, sink_port):
             for _ in range(REPS)]
     # correctness of what came back, once
     subprocess.run(["curl", "-sS", "-f", "-o", str(tmp / "c.npy")] + args[:-1] + [url], check=True)
-    c = np.load(tmp / "c.npy")
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    err = np.abs(c - ref).max() / np.abs(ref).max()
-    assert err < 1e-4, f"GEMM result wrong: max rel error {err}"
+    check_gemm(np.load(tmp / "c.npy"), a, b)
     total_s = statistics.median(r[0] for r in runs)
     kernel_ms = statistics.median(timing(r[1]).get("kernel", 0.0) for r in runs)
     in_bytes, out_bytes = 2 * a.nbytes, n * n * 4
@@ -154,7 +208,7 @@ def bench_gemm(d, tmp, h2d_gbps, d2h_gbps, sink_port):
     transport_s = statistics.median(sink) + kernel_ms / 1e3
     tcp_gbps = statistics.median(raw_tcp_gbps() for _ in range(3))
     socket_s = (in_bytes + out_bytes) / (tcp_gbps * 1e9) + kernel_ms / 1e3
-    return {"case": "gemm4096_npy", "bytes": in_bytes + out_bytes, "e2e_ms": total_s * 1e3,
+    return {"case": f"gemm{n}_npy", "bytes": in_bytes + out_bytes, "e2e_ms": total_s * 1e3,
             "floor_ms": floor_s * 1e3, "ratio": total_s / floor_s, "kernel_ms": kernel_ms,
             "transport_floor_ms": transport_s * 1e3, "ratio_transport": total_s / transport_s,
             "raw_tcp_gbps": tcp_gbps, "socket_floor_ms": socket_s * 1e3,
@@ -162,19 +216,19 @@ def bench_gemm(d, tmp, h2d_gbps, d2h_gbps, sink_port):
 
 
 def bench_hist(d, tmp, sink_port):
-    size = 512 << 20
+    size = Sizes.hist_bytes
     path = tmp / "hist.bin"
     path.write_bytes(np.random.default_rng(2).integers(0, 256, size, dtype=np.uint8).tobytes())
     raw = ["--data-binary", f"@{path}", "-H", "Content-Type: application/octet-stream", "-H", "Expect:"]
     sink = [curl(raw + [f"http://127.0.0.1:{sink_port}/"])[0] for _ in range(REPS)]
     loop_gbps = size / statistics.median(sink) / 1e9
-    url = f"{d.base}/v1/histogram?kernel=smem-vec"
+    url = f"{d.base}/v1/histogram?kernel={Sizes.hist_kernel}"
     curl(raw + [url])
     runs = [curl(raw + [url]) for _ in range(REPS)]
     total_s = statistics.median(r[0] for r in runs)
     kernel_ms = statistics.median(timing(r[1]).get("kernel", 0.0) for r in runs)
     floor_s = size / (loop_gbps * 1e9) + kernel_ms / 1e3
-    return {"case": "hist512MiB_raw", "bytes": size, "e2e_ms": total_s * 1e3, "floor_ms": floor_s * 1e3,
+    return {"case": f"hist{size >> 20}MiB_raw", "bytes": size, "e2e_ms": total_s * 1e3, "floor_ms": floor_s * 1e3,
             "ratio": total_s / floor_s, "kernel_ms": kernel_ms, "loopback_gbps": loop_gbps}
 
 
@@ -186,7 +240,7 @@ def vm_hwm(pid):
 def bench_rss(d, tmp):
     """Peak RSS growth of the daemon over one 1 GiB raw histogram upload (target ~1.2x); curl
     streams it (-T: --data-binary would hold the whole file in memory, and refuses 1 GiB)."""
-    size = 1 << 30
+    size = Sizes.rss_bytes
     path = tmp / "big.bin"
     path.write_bytes(np.random.default_rng(3).integers(0, 256, size, dtype=np.uint8).tobytes())
     before = vm_hwm(d.proc.pid)
@@ -194,36 +248,158 @@ def bench_rss(d, tmp):
                     "-H", "Expect:", f"{d.base}/v1/histogram"])
     grew = vm_hwm(d.proc.pid) - before
     path.unlink()
-    return {"case": "hist1GiB_rss", "bytes": size, "e2e_ms": secs * 1e3, "rss_growth_mib": grew / 2**20,
+    return {"case": f"hist{size >> 20}MiB_rss", "bytes": size, "e2e_ms": secs * 1e3, "rss_growth_mib": grew / 2**20,
             "ratio": grew / size}
+
+
+class Region:
+    """A POSIX shared-memory object registered whole as one region: what a local client without
+    a KServe library sets up once (system shared memory, /v1's shm operands)."""
+
+    def __init__(self, d, name, size):
+        self.d, self.name = d, name
+        self.mem = shared_memory.SharedMemory(create=True, size=size)
+        r = requests.post(d.url(f"/v2/systemsharedmemory/region/{name}/register"),
+                          json={"key": "/" + self.mem.name, "byte_size": size}, timeout=600)
+        assert r.status_code == 200, r.text  # on cuda: page-locked here, once
+
+    def array(self, dtype, shape, offset=0):
+        return np.ndarray(shape, dtype, self.mem.buf, offset=offset)
+
+    def close(self):
+        requests.post(self.d.url(f"/v2/systemsharedmemory/region/{self.name}/unregister"), timeout=600)
+        self.mem.close()
+        self.mem.unlink()
+
+
+def timed_posts(session, url, body):
+    """REPS timed POSTs after a warm-up: (median seconds, the last answer's JSON)."""
+    r = session.post(url, json=body, timeout=600)
+    assert r.status_code == 200, r.text
+    runs = []
+    for _ in range(REPS):
+        t0 = time.perf_counter()
+        r = session.post(url, json=body, timeout=600)
+        runs.append((time.perf_counter() - t0, r))
+        assert r.status_code == 200, r.text
+    return statistics.median(t for t, _ in runs), [r.json() for _, r in runs]
+
+
+def median_timing(answers, phase):
+    return statistics.median(a["timings_ms"][phase] for a in answers)
+
+
+def bench_gemm_shm(d, h2d_gbps, d2h_gbps):
+    """4a: the GEMM with a, b and the result in a registered region; the request is ~300 bytes
+    of JSON, so what is left is the copies from and to the (page-locked) region and the kernel."""
+    n = Sizes.gemm_n
+    a, b = gemm_operands(n)
+    region = Region(d, "e2e-gemm", 3 * a.nbytes)
+    try:
+        region.array(np.float32, (n, n))[...] = a
+        region.array(np.float32, (n, n), a.nbytes)[...] = b
+        op = lambda off: {"shm": {"region": region.name, "offset": off}, "shape": [n, n], "dtype": "float32"}
+        body = {"a": op(0), "b": op(a.nbytes), "kernel": Sizes.gemm_kernel,
+                "output": {"shm": {"region": region.name, "offset": 2 * a.nbytes}}}
+        with requests.Session() as s:
+            total_s, answers = timed_posts(s, d.url("/v1/gemm"), body)
+        check_gemm(region.array(np.float32, (n, n), 2 * a.nbytes), a, b)
+    finally:
+        region.close()
+    kernel_ms = median_timing(answers, "kernel")
+    in_bytes, out_bytes = 2 * a.nbytes, a.nbytes
+    floor_s = in_bytes / (h2d_gbps * 1e9) + out_bytes / (d2h_gbps * 1e9) + kernel_ms / 1e3
+    return {"case": f"gemm{n}_shm", "bytes": in_bytes + out_bytes, "e2e_ms": total_s * 1e3,
+            "floor_ms": floor_s * 1e3, "ratio": total_s / floor_s, "kernel_ms": kernel_ms,
+            **{f"{k}_ms": median_timing(answers, k) for k in ("receive", "queue", "h2d", "d2h", "total")}}
+
+
+def bench_hist_shm(d, h2d_gbps):
+    """4b: the histogram's bytes in a registered region: pinned H2D + kernel is its floor."""
+    size = Sizes.hist_bytes
+    region = Region(d, "e2e-hist", size + 256 * 8)
+    try:
+        data = region.array(np.uint8, (size,))
+        data[...] = np.random.default_rng(2).integers(0, 256, size, dtype=np.uint8)
+        body = {"data": {"shm": {"region": region.name}, "shape": [size], "dtype": "uint8"},
+                "kernel": Sizes.hist_kernel, "output": {"shm": {"region": region.name, "offset": size}}}
+        with requests.Session() as s:
+            total_s, answers = timed_posts(s, d.url("/v1/histogram"), body)
+        counts = region.array(np.uint64, (256,), size)
+        assert (counts == np.bincount(data, minlength=256)).all(), "histogram result wrong"
+    finally:
+        region.close()
+    kernel_ms = median_timing(answers, "kernel")
+    floor_s = size / (h2d_gbps * 1e9) + kernel_ms / 1e3
+    return {"case": f"hist{size >> 20}MiB_shm", "bytes": size, "e2e_ms": total_s * 1e3,
+            "floor_ms": floor_s * 1e3, "ratio": total_s / floor_s, "kernel_ms": kernel_ms,
+            **{f"{k}_ms": median_timing(answers, k) for k in ("receive", "queue", "h2d", "total")}}
+
+
+def bench_gemm_unix(d, tmp, tcp_row):
+    """4c: the .npy GEMM of row 1 with curl --unix-socket; its floor is the same bytes over one
+    bare Unix socket + the kernel, and the TCP row is the comparison."""
+    n = Sizes.gemm_n
+    a, b = gemm_operands(n)
+    args = ["--unix-socket", d.unix_path, "-F", f"a=@{tmp}/a.npy", "-F", f"b=@{tmp}/b.npy", "-H",
+            "Accept: application/x-npy", "-H", "Expect:", f"http://localhost/v1/gemm?kernel={Sizes.gemm_kernel}"]
+    curl(args)
+    runs = [curl(args) for _ in range(REPS)]
+    subprocess.run(["curl", "-sS", "-f", "-o", str(tmp / "c_unix.npy")] + args, check=True)
+    check_gemm(np.load(tmp / "c_unix.npy"), a, b)
+    total_s = statistics.median(r[0] for r in runs)
+    kernel_ms = statistics.median(timing(r[1]).get("kernel", 0.0) for r in runs)
+    in_bytes, out_bytes = 2 * a.nbytes, a.nbytes
+    unix_gbps = statistics.median(raw_unix_gbps() for _ in range(3))
+    floor_s = (in_bytes + out_bytes) / (unix_gbps * 1e9) + kernel_ms / 1e3
+    phases = {k: statistics.median(timing(r[1]).get(k, 0.0) for r in runs) for k in ("receive", "queue", "h2d", "d2h", "total")}
+    return {"case": f"gemm{n}_npy_unix", "bytes": in_bytes + out_bytes, "e2e_ms": total_s * 1e3,
+            "floor_ms": floor_s * 1e3, "ratio": total_s / floor_s, "kernel_ms": kernel_ms,
+            "raw_unix_gbps": unix_gbps, "tcp_e2e_ms": tcp_row["e2e_ms"],
+            "ratio_vs_tcp": total_s * 1e3 / tcp_row["e2e_ms"], **{f"{k}_ms": v for k, v in phases.items()}}
 
 
 def main():
     build = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "build").resolve()
-    out_csv = pathlib.Path(sys.argv[2] if len(sys.argv) > 2 else ROOT / "bench" / "results" / "e2e.csv")
+    default_csv = build / "e2e-small.csv" if SMALL else ROOT / "bench" / "results" / "e2e.csv"
+    out_csv = pathlib.Path(sys.argv[2] if len(sys.argv) > 2 else default_csv)
+    if SMALL and (ROOT / "bench" / "results") in out_csv.resolve().parents:
+        print(f"CRUNCHD_E2E_SMALL: not overwriting {out_csv} with small figures; writing {default_csv}")
+        out_csv = default_csv
     os.environ.setdefault("CRUNCHD_BIN", str(build / "crunchd"))
     import conftest
     conftest.BIN = os.environ["CRUNCHD_BIN"]
-    conftest.BACKEND = os.environ.get("CRUNCHD_BACKEND", "cuda")
+    conftest.BACKEND = "cpu" if SMALL else os.environ.get("CRUNCHD_BACKEND", "cuda")
     h2d, d2h = copy_rates(build)
-    print(f"pinned copy rates: H2D {h2d:.1f} GB/s, D2H {d2h:.1f} GB/s")
-    flags = ["--workers", "2", "--max-body-mb", "2048"] + os.environ.get("CRUNCHD_E2E_ARGS", "").split()
+    print(f"{'host memcpy (cpu stand-in for the pinned rates)' if SMALL else 'pinned copy rates'}: "
+          f"H2D {h2d:.1f} GB/s, D2H {d2h:.1f} GB/s")
+    # room for the shared-memory rows' regions (a 4096² GEMM's three matrices, 512 MiB of bytes)
+    flags = ["--workers", "2", "--max-body-mb", "2048", "--shm-max-mb", "2048", "--shm-client-max-mb", "2048"] + \
+        os.environ.get("CRUNCHD_E2E_ARGS", "").split()
     rows = []
+    sock_dir = tempfile.mkdtemp(prefix="crunchd-e2e-", dir="/tmp")  # sun_path: 107 bytes at most
     with tempfile.TemporaryDirectory() as t:
         tmp = pathlib.Path(t)
         sink = sink_server()
-        # the daemon as shipped, then without copying to the device during the upload: the
-        # difference is what that overlap saves
-        for suffix, env in (("", {}), ("_noprefetch", {"CRUNCHD_PREFETCH_MIN_MB": "0"})):
-            d = Daemon(flags, env=env, name="bench-e2e" + suffix)
+        # the daemon as shipped (TCP and a Unix socket), then without copying to the device
+        # during the upload: the difference is what that overlap saves (cuda only)
+        passes = (("", {}),) if SMALL else (("", {}), ("_noprefetch", {"CRUNCHD_PREFETCH_MIN_MB": "0"}))
+        for suffix, env in passes:
+            unix = [] if suffix else ["--unix-socket", os.path.join(sock_dir, "crunchd.sock")]
+            d = Daemon(flags + unix, env=env, name="bench-e2e" + suffix)
             d.start()
             try:
-                for r in (bench_gemm(d, tmp, h2d, d2h, sink), bench_hist(d, tmp, sink)):
+                gemm = bench_gemm(d, tmp, h2d, d2h, sink)
+                for r in (gemm, bench_hist(d, tmp, sink)):
                     rows.append({**r, "case": r["case"] + suffix})
                 if not suffix:
                     rows.append(bench_rss(d, tmp))
+                    rows.append(bench_gemm_shm(d, h2d, d2h))
+                    rows.append(bench_hist_shm(d, h2d))
+                    rows.append(bench_gemm_unix(d, tmp, gemm))
             finally:
                 d.stop()
+    os.rmdir(sock_dir)
     keys = sorted({k for r in rows for k in r} - {"case"})
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     with open(out_csv, "w") as f:
@@ -243,6 +419,13 @@ def main():
                   f"curl against a sink + kernel) -> ratio {r['ratio_transport']:.2f}; bare loopback "
                   f"TCP ({r['raw_tcp_gbps']:.1f} GB/s, no HTTP, no files) alone needs "
                   f"{r['socket_floor_ms']:.1f} ms for these bytes + kernel")
+        if r["case"].endswith("_shm"):
+            print(f"{r['case']}: the floor is the pinned copies of these bytes + kernel (the region "
+                  f"is page-locked once, at registration; the request carries ~300 bytes of JSON)")
+        if "ratio_vs_tcp" in r:
+            print(f"{r['case']}: its floor is these bytes over one bare Unix socket "
+                  f"({r['raw_unix_gbps']:.1f} GB/s) + kernel; vs the same curl over TCP "
+                  f"({r['tcp_e2e_ms']:.1f} ms) -> ratio {r['ratio_vs_tcp']:.2f}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ typedef struct {
 #define F(field) offsetof(cr_config, field), sizeof(((cr_config *)0)->field)
 static const opt_spec specs[] = {
     {"port", OPT_INT, F(port), 0, 65535, "TCP port to listen on (0: any free port)"},
-    {"bind", OPT_STR, F(bind), 0, 0, "address to bind (127.0.0.1; 0.0.0.0 in containers)"},
+    {"bind", OPT_STR, F(bind), 0, 0,
+     "address to bind (127.0.0.1; 0.0.0.0 in containers; none: no TCP, --unix-socket only)"},
     {"port-file", OPT_STR, F(port_file), 0, 0, "write the bound port to this file once listening"},
     {"backend", OPT_STR, F(backend), 0, 0, "cuda | cpu | auto (cuda when a GPU answers)"},
     {"workers", OPT_INT, F(workers), 0, 64,
@@ -56,7 +57,13 @@ static const opt_spec specs[] = {
     {"max-memory-mb", OPT_I64, F(max_memory_mb), 0, 1 << 30,
      "memory budget for everything requests and jobs hold, MiB (0: 3/4 of RAM or the cgroup limit)"},
     {"shm-max-mb", OPT_I64, F(shm_max_mb), 0, 1 << 30,
-     "system shared memory clients may register at once, MiB (0: half of --max-memory-mb)"},
+     "system shared memory clients may register at once, MiB, charged to the budget (0: half of "
+     "--max-memory-mb)"},
+    {"shm-client-max-mb", OPT_I64, F(shm_client_max_mb), 0, 1 << 30,
+     "of which one client may register, MiB (client: the token with --auth-token-file, else the "
+     "IP address, or the uid on --unix-socket; 0: a quarter of --shm-max-mb)"},
+    {"shm-idle-s", OPT_INT, F(shm_idle_s), 0, 86400 * 30,
+     "unregister shared memory regions no request used for this long, s (0: never)"},
     {"drain-timeout-s", OPT_INT, F(drain_timeout_s), 1, 86400, "SIGTERM grace period, s"},
     {"log-format", OPT_STR, F(log_format), 0, 0, "text | json"},
     {"auth-token-file", OPT_STR, F(auth_token_file), 0, 0,
@@ -64,6 +71,13 @@ static const opt_spec specs[] = {
     {"metrics-auth", OPT_BOOL, F(metrics_auth), 0, 0, "/metrics needs the token too"},
     {"tls-cert", OPT_STR, F(tls_cert), 0, 0, "serve HTTPS with this PEM certificate (with --tls-key)"},
     {"tls-key", OPT_STR, F(tls_key), 0, 0, "the PEM private key of --tls-cert"},
+    {"unix-socket", OPT_STR, F(unix_socket), 0, 0,
+     "also serve every route on this Unix socket (a stale file is replaced, a live one refused; "
+     "no TLS there)"},
+    {"unix-socket-mode", OPT_STR, F(unix_socket_mode), 0, 0,
+     "permissions of --unix-socket, octal (0660: the daemon's user and group)"},
+    {"unix-socket-group", OPT_STR, F(unix_socket_group), 0, 0,
+     "group of --unix-socket, a name or a gid (the daemon must belong to it)"},
     {"test-hooks", OPT_BOOL, F(test_hooks), 0, 0,
      "honour X-Crunchd-Debug-Delay-Ms (for tests only)"},
 };
@@ -92,7 +106,9 @@ static void set_defaults(cr_config *c)
     c->result_ttl_s = 300;
     c->result_cap_mb = 4096;
     c->drain_timeout_s = 30;
+    c->shm_idle_s = 600;
     strcpy(c->log_format, "text");
+    strcpy(c->unix_socket_mode, "0660");
 }
 
 static void env_name(const opt_spec *s, char *out, size_t n)
@@ -150,7 +166,32 @@ static int load_env(cr_config *c, FILE *err)
     return 0;
 }
 
-static int check_choices(const cr_config *c, FILE *err)
+bool cr_config_tcp(const cr_config *c) { return strcmp(c->bind, "none") != 0; }
+
+/* The mode is octal text (0660, 660, 0600), at most 0777: no setuid bits on a socket. */
+static int check_unix_socket(cr_config *c, FILE *err)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long mode = strtoul(c->unix_socket_mode, &end, 8);
+    if (errno || end == c->unix_socket_mode || *end || mode > 0777) {
+        fprintf(err, "crunchd: --unix-socket-mode: expected octal permissions up to 0777, got '%s'\n",
+                c->unix_socket_mode);
+        return -1;
+    }
+    c->unix_mode = (unsigned)mode;
+    if (!cr_config_tcp(c) && !c->unix_socket[0]) {
+        fprintf(err, "crunchd: --bind none serves no TCP: give --unix-socket PATH, or an address\n");
+        return -1;
+    }
+    if (!c->unix_socket[0] && c->unix_socket_group[0]) {
+        fprintf(err, "crunchd: --unix-socket-group needs --unix-socket\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int check_choices(cr_config *c, FILE *err)
 {
     if (strcmp(c->backend, "cpu") && strcmp(c->backend, "cuda") && strcmp(c->backend, "auto")) {
         fprintf(err, "crunchd: --backend: expected cuda, cpu or auto, got '%s'\n", c->backend);
@@ -169,6 +210,8 @@ static int check_choices(const cr_config *c, FILE *err)
                 c->batch_preferred);
         return -1;
     }
+    if (check_unix_socket(c, err) < 0)
+        return -1;
     if (c->max_json_mb > c->max_body_mb) {
         fprintf(err, "crunchd: --max-json-mb must not exceed --max-body-mb\n");
         return -1;

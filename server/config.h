@@ -8,7 +8,7 @@
 
 typedef struct {
     int port;
-    char bind[64];
+    char bind[64];            /* an address, or "none": no TCP listener (--unix-socket only) */
     char port_file[256];
     char backend[8];          /* cpu | cuda | auto */
     int workers;              /* per device; 0: sized from the machine (server/machine.c) */
@@ -29,15 +29,24 @@ typedef struct {
     int result_ttl_s;
     int64_t result_cap_mb;    /* finished async results kept, in bytes of result data */
     int64_t max_memory_mb;    /* the memory budget (server/memory.h); 0: sized from the machine */
-    int64_t shm_max_mb;       /* shared memory registered at once (clients' memory, not the
-                                 budget's); 0: half the memory budget */
+    int64_t shm_max_mb;       /* shared memory registered at once, charged to the budget;
+                                 0: half the memory budget */
+    int64_t shm_client_max_mb;/* of which one client (token, IP address or uid); 0: a quarter */
+    int shm_idle_s;           /* regions unused this long are unregistered; 0: never */
     int drain_timeout_s;
     char log_format[8];       /* text | json */
     char auth_token_file[256];
     bool metrics_auth;
     char tls_cert[256], tls_key[256];
+    char unix_socket[108];    /* also serve on this Unix socket (sun_path's size); "": no */
+    char unix_socket_mode[8]; /* octal text, as given */
+    char unix_socket_group[64]; /* a group name or gid; "": the daemon's */
+    unsigned unix_mode;       /* unix_socket_mode parsed */
     bool test_hooks;
 } cr_config;
+
+/* Whether a TCP listener was asked for (--bind none: only --unix-socket). */
+bool cr_config_tcp(const cr_config *c);
 
 /* Defaults, then environment, then flags. Returns 0 to run, 1 when --help was printed,
  * -1 on a bad flag or value (message written to `err`). */

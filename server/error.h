@@ -33,7 +33,8 @@
  *   503 memory_budget      over --max-memory-mb now (Retry-After set); 413 when it never fits
  *   504 deadline_exceeded  timeout_ms passed
  *   507 device_memory      does not fit device memory
- *   507 shm_limit          registering would pass --shm-max-mb (or the most regions there may be)
+ *   507 shm_limit          registering would pass --shm-max-mb, --shm-client-max-mb (or the most
+ *                          regions there may be)
  *   500 internal           a bug
  */
 typedef struct {

@@ -81,12 +81,29 @@ static int write_port_file(const char *path, unsigned port)
     return ok && rename(tmp, path) == 0 ? 0 : -1; /* readers never see a half-written file */
 }
 
+static void log_listening(const cr_config *cfg, unsigned port, const cr_engine *e)
+{
+    char tcp[96] = "";
+    if (cr_config_tcp(cfg))
+        snprintf(tcp, sizeof tcp, "%s:%u", cfg->bind, port);
+    cr_log("info", "crunchd %s listening on %s%s%s%s, backend %s, %d device(s)", CRUNCHD_VERSION, tcp,
+           tcp[0] && cfg->unix_socket[0] ? " and " : "", cfg->unix_socket[0] ? "unix:" : "", cfg->unix_socket,
+           cr_engine_backend(e)->name, cr_engine_device_count(e));
+}
+
 static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
 {
+    static double last_shm_sweep;
     double now = cr_now();
     cr_http_tick(h);
     cr_engine_tick(e, now);
     cr_job_table_sweep(jobs, now);
+    /* about once a second: a dead client's regions go even if nobody registers or asks */
+    if (now - last_shm_sweep >= 1.0) {
+        cr_shm_sweep(now);
+        cr_cuda_shm_sweep(now);
+        last_shm_sweep = now;
+    }
 }
 
 /* SIGTERM: refuse new jobs, finish queued and running ones, let clients fetch what they are
@@ -179,8 +196,11 @@ int main(int argc, char **argv)
     if (!e)
         return EXIT_STARTUP;
     start_memory_budget(&cfg, cr_engine_backend(e));
-    cr_shm_init((uint64_t)cfg.shm_max_mb << 20, cr_engine_backend(e));
-    cr_cuda_shm_init(cr_engine_backend(e), cr_engine_device_count(e));
+    cr_shm_limits shm = {.max_bytes = (uint64_t)cfg.shm_max_mb << 20,
+                         .client_max_bytes = (uint64_t)cfg.shm_client_max_mb << 20,
+                         .idle_s = cfg.shm_idle_s, .backend = cr_engine_backend(e)};
+    cr_shm_init(&shm);
+    cr_cuda_shm_init(cr_engine_backend(e), cr_engine_device_count(e), cfg.shm_idle_s);
     cr_job_table jobs;
     int64_t result_cap_mb = cfg.result_cap_mb < cfg.max_memory_mb ? cfg.result_cap_mb : cfg.max_memory_mb;
     if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)result_cap_mb << 20) < 0) {
@@ -196,10 +216,9 @@ int main(int argc, char **argv)
         cr_engine_stop(e);
         return EXIT_STARTUP;
     }
-    if (cfg.port_file[0] && write_port_file(cfg.port_file, port) < 0)
+    if (cfg.port_file[0] && cr_config_tcp(&cfg) && write_port_file(cfg.port_file, port) < 0)
         cr_log("warn", "cannot write --port-file %s", cfg.port_file);
-    cr_log("info", "crunchd %s listening on %s:%u, backend %s, %d device(s)", CRUNCHD_VERSION, cfg.bind,
-           port, cr_engine_backend(e)->name, cr_engine_device_count(e));
+    log_listening(&cfg, port, e);
     rc = serve(&set, e, h, &jobs, &cfg);
     if (rc == EXIT_DEVICE_FAULT || rc == EXIT_ABORTED) {
         /* The device or the operator says stop now: no orderly teardown, no exit handlers. */

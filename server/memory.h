@@ -1,7 +1,7 @@
 /* One memory budget for the whole daemon (--max-memory-mb). Everything a request or a job holds
  * is charged here before it is allocated and released when it is freed: the body as it arrives,
  * the decoder's working memory, input and output arrays (which stay charged while a finished
- * async result is kept), compare mode's scratch. Memory the backend keeps for reuse (cuda's
+ * async result is kept), compare mode's scratch, registered shared-memory regions. Memory the backend keeps for reuse (cuda's
  * pinned cache) is read through a probe and counts against the same limit. Over the budget a
  * new charge fails with 503 (Retry-After: others will finish) or, when it could never fit,
  * 413: a client learns at once, and the daemon is never OOM-killed by what its limits missed. */
@@ -17,6 +17,7 @@ typedef enum {
     CR_MEM_DECODE,   /* a decoder's working memory, reserved for the decode's duration */
     CR_MEM_ARRAYS,   /* inputs, outputs and kept results */
     CR_MEM_SCRATCH,  /* compare mode's per-kernel outputs */
+    CR_MEM_SHM,      /* registered shared-memory regions: mapped (pinned on cuda) while registered */
     CR_MEM_KINDS
 } cr_mem_kind;
 

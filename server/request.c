@@ -151,6 +151,15 @@ void cr_request_free_inputs(cr_request *r)
         cr_request_free_buf(r, slot);
 }
 
+void cr_request_end(cr_request *r)
+{
+    cr_request_free_inputs(r);
+    if (!r->buf_borrowed[CR_BUF_OUTPUT])
+        return;
+    cr_task_set_output(&r->task, NULL);
+    cr_request_free_buf(r, CR_BUF_OUTPUT);
+}
+
 void cr_request_free(cr_request *r)
 {
     if (!r)

@@ -51,6 +51,14 @@ typedef struct {
     void *(*out_alloc)(size_t bytes);
     void (*out_free)(void *p);
     uint64_t body_bytes;                /* size of the request as received */
+    /* Where the result goes when the client named a shared-memory output (/v1's "output"): the
+     * worker writes it there (a borrowed output slot) and the answer says where instead of
+     * carrying it. */
+    struct {
+        bool on;
+        char region[129];               /* CR_SHM_NAME_MAX + 1 (server/kserve/shm_region.h) */
+        uint64_t offset, bytes;
+    } result_shm;
 } cr_request;
 
 /* The decoders' limits from the configuration; cr_request_default_limits when cfg is NULL
@@ -86,6 +94,10 @@ int cr_request_alloc_output(cr_request *r, cr_error *err);
 void cr_request_free_buf(cr_request *r, int slot);
 /* Inputs are dead once a job ends; a result kept for its TTL should not pin them too. */
 void cr_request_free_inputs(cr_request *r);
+/* A job's end: its inputs go (cr_request_free_inputs), and so does a borrowed output, whose
+ * result is in the client's memory already and is read by no answer: a region is held exactly
+ * while a job runs, so an async job does not keep its client from unregistering it. */
+void cr_request_end(cr_request *r);
 
 void cr_request_free(cr_request *r);
 

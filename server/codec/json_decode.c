@@ -3,7 +3,8 @@
  * Strict on purpose: unknown fields, wrong types and impossible values are refused with the
  * field named, so a typo never silently becomes a default. Every size is checked against the
  * limits before the arrays are allocated; each array is allocated once, sized from its count,
- * and filled by converting the parsed numbers straight into the request's dtype. */
+ * and filled by converting the parsed numbers straight into the request's dtype. An operand may
+ * instead lie in a registered shared-memory region, and the result go to one (json_shm.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "kernels/hist_range.h"
 #include "server/codec/json_decode.h"
 #include "server/codec/json_matrix.h"
+#include "server/codec/json_shm.h"
 
 /* ---- body and top level ---------------------------------------------------------------- */
 
@@ -273,6 +275,53 @@ static void *decode_matrix(cr_request *r, int slot, const cr_jmatrix *m, cr_dtyp
     return p;
 }
 
+/* A matrix operand: JSON numbers, or a shape in a shared-memory region. */
+typedef struct {
+    bool in_shm;
+    cr_jmatrix m;
+    cr_jshm_operand s;
+    int64_t rows, cols;
+} operand;
+
+static int measure_operand(const cr_jfast *fast, const cJSON *node, const char *name, const cr_limits *lim,
+                           operand *o, cr_error *err)
+{
+    o->in_shm = cr_jshm_is_operand(node);
+    if (o->in_shm) {
+        if (cr_jshm_measure(node, name, 2, lim, &o->s, err))
+            return -1;
+        o->rows = o->s.shape[0];
+        o->cols = o->s.shape[1];
+        return 0;
+    }
+    if (cr_jmatrix_measure_in(fast, node, name, lim, &o->m, err))
+        return -1;
+    o->rows = o->m.rows;
+    o->cols = o->m.cols;
+    return 0;
+}
+
+static void *fill_operand(cr_request *r, int slot, const operand *o, cr_dtype dt, const char *name, cr_error *err)
+{
+    return o->in_shm ? cr_jshm_bind(r, slot, &o->s, dt, name, err) : decode_matrix(r, slot, &o->m, dt, err);
+}
+
+/* Without a top-level "dtype", the one the first operand in shared memory names (if it is one of
+ * allowed): bytes in a region have a type, numbers in JSON do not. */
+static cr_dtype operand_dtype(const cJSON *root, const char *const *names, const cr_dtype *allowed, size_t n_allowed,
+                              cr_dtype dflt)
+{
+    for (int i = 0; names[i]; i++) {
+        const char *dt = cr_jshm_dtype_of(cJSON_GetObjectItemCaseSensitive(root, names[i]));
+        for (size_t k = 0; dt && k < n_allowed; k++)
+            if (strcmp(dt, cr_dtype_name(allowed[k])) == 0)
+                return allowed[k];
+        if (dt)
+            return dflt;
+    }
+    return dflt;
+}
+
 static const cJSON *required(const cJSON *root, const char *name, cr_error *err)
 {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, name);
@@ -309,12 +358,14 @@ static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *
 {
     static const char *const fields[] = {"op", "a", "b", "c", "dtype", "precision", "kernel",
                                          "alpha", "beta", "trans_a", "trans_b", "timeout_ms",
-                                         NULL};
+                                         "output", NULL};
+    static const char *const operands[] = {"a", "b", "c", NULL};
     cr_gemm_task *g = &r->task.u.gemm;
-    cr_jmatrix ma, mb, mc;
+    operand oa, ob, oc;
     const cJSON *a, *b, *c;
+    cr_dtype dflt = operand_dtype(root, operands, matrix_dtypes, 2, CR_DT_F32);
     if (check_fields(root, fields, err) || get_common(root, r, err) ||
-        get_dtype(root, matrix_dtypes, 2, CR_DT_F32, &r->task.dtype, err) ||
+        get_dtype(root, matrix_dtypes, 2, dflt, &r->task.dtype, err) ||
         get_precision(root, r->task.dtype, &r->task.precision, err) ||
         get_number(root, "alpha", 1.0, &g->alpha, err) ||
         get_number(root, "beta", 0.0, &g->beta, err) ||
@@ -323,28 +374,27 @@ static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *
     if (!(a = required(root, "a", err)) || !(b = required(root, "b", err)))
         return -1;
     c = cJSON_GetObjectItemCaseSensitive(root, "c");
-    if (cr_jmatrix_measure_in(fast, a, "a", lim, &ma, err) ||
-        cr_jmatrix_measure_in(fast, b, "b", lim, &mb, err) ||
-        (c && cr_jmatrix_measure_in(fast, c, "c", lim, &mc, err)))
+    if (measure_operand(fast, a, "a", lim, &oa, err) || measure_operand(fast, b, "b", lim, &ob, err) ||
+        (c && measure_operand(fast, c, "c", lim, &oc, err)))
         return -1;
 
-    g->m = g->trans_a ? ma.cols : ma.rows;
-    g->k = g->trans_a ? ma.rows : ma.cols;
-    int64_t kb = g->trans_b ? mb.cols : mb.rows;
-    g->n = g->trans_b ? mb.rows : mb.cols;
+    g->m = g->trans_a ? oa.cols : oa.rows;
+    g->k = g->trans_a ? oa.rows : oa.cols;
+    int64_t kb = g->trans_b ? ob.cols : ob.rows;
+    g->n = g->trans_b ? ob.rows : ob.cols;
     if (kb != g->k)
         return cr_fail(err, 422, "shape_mismatch", "b",
                        "op(a) is %lld x %lld but op(b) is %lld x %lld: inner dimensions differ",
                        (long long)g->m, (long long)g->k, (long long)kb, (long long)g->n);
-    if (c && (mc.rows != g->m || mc.cols != g->n))
+    if (c && (oc.rows != g->m || oc.cols != g->n))
         return cr_fail(err, 422, "shape_mismatch", "c", "c is %lld x %lld but the result is %lld x %lld",
-                       (long long)mc.rows, (long long)mc.cols, (long long)g->m, (long long)g->n);
+                       (long long)oc.rows, (long long)oc.cols, (long long)g->m, (long long)g->n);
 
     size_t es = cr_dtype_size(r->task.dtype);
     uint64_t total = 0;
-    if (add_bytes(&total, (uint64_t)(ma.rows * ma.cols), es, lim, "a", err) ||
-        add_bytes(&total, (uint64_t)(mb.rows * mb.cols), es, lim, "b", err) ||
-        (c && add_bytes(&total, (uint64_t)(mc.rows * mc.cols), es, lim, "c", err)))
+    if (add_bytes(&total, (uint64_t)(oa.rows * oa.cols), es, lim, "a", err) ||
+        add_bytes(&total, (uint64_t)(ob.rows * ob.cols), es, lim, "b", err) ||
+        (c && add_bytes(&total, (uint64_t)(oc.rows * oc.cols), es, lim, "c", err)))
         return -1;
     uint64_t out_elems;
     if (__builtin_mul_overflow((uint64_t)g->m, (uint64_t)g->n, &out_elems) ||
@@ -355,9 +405,9 @@ static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *
     if (add_bytes(&total, out_elems, es, lim, "b", err))
         return -1;
 
-    if (!(g->a = decode_matrix(r, CR_BUF_A, &ma, r->task.dtype, err)) ||
-        !(g->b = decode_matrix(r, CR_BUF_B, &mb, r->task.dtype, err)) ||
-        (c && !(g->c_in = decode_matrix(r, CR_BUF_C, &mc, r->task.dtype, err))))
+    if (!(g->a = fill_operand(r, CR_BUF_A, &oa, r->task.dtype, "a", err)) ||
+        !(g->b = fill_operand(r, CR_BUF_B, &ob, r->task.dtype, "b", err)) ||
+        (c && !(g->c_in = fill_operand(r, CR_BUF_C, &oc, r->task.dtype, "c", err))))
         return -1;
     return 0;
 }
@@ -365,17 +415,19 @@ static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *
 static int decode_ata(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
                       cr_request *r, cr_error *err)
 {
-    static const char *const fields[] = {"op", "a", "dtype", "kernel", "timeout_ms", NULL};
+    static const char *const fields[] = {"op", "a", "dtype", "kernel", "timeout_ms", "output", NULL};
+    static const char *const operands[] = {"a", NULL};
     cr_ata_task *t = &r->task.u.ata;
-    cr_jmatrix ma;
+    operand oa;
     const cJSON *a;
+    cr_dtype dflt = operand_dtype(root, operands, matrix_dtypes, 2, CR_DT_F32);
     if (check_fields(root, fields, err) || get_common(root, r, err) ||
-        get_dtype(root, matrix_dtypes, 2, CR_DT_F32, &r->task.dtype, err))
+        get_dtype(root, matrix_dtypes, 2, dflt, &r->task.dtype, err))
         return -1;
-    if (!(a = required(root, "a", err)) || cr_jmatrix_measure_in(fast, a, "a", lim, &ma, err))
+    if (!(a = required(root, "a", err)) || measure_operand(fast, a, "a", lim, &oa, err))
         return -1;
-    t->m = ma.rows;
-    t->n = ma.cols;
+    t->m = oa.rows;
+    t->n = oa.cols;
     size_t es = cr_dtype_size(r->task.dtype);
     uint64_t total = 0, out_elems;
     if (__builtin_mul_overflow((uint64_t)t->n, (uint64_t)t->n, &out_elems) ||
@@ -383,10 +435,10 @@ static int decode_ata(const cJSON *root, const cr_limits *lim, const cr_jfast *f
         return cr_fail(err, 413, "too_large", "a", "the result would be %lld x %lld, over the "
                        "limit of %llu elements", (long long)t->n, (long long)t->n,
                        (unsigned long long)lim->max_elements);
-    if (add_bytes(&total, (uint64_t)(ma.rows * ma.cols), es, lim, "a", err) ||
+    if (add_bytes(&total, (uint64_t)(oa.rows * oa.cols), es, lim, "a", err) ||
         add_bytes(&total, out_elems, es, lim, "a", err))
         return -1;
-    if (!(t->a = decode_matrix(r, CR_BUF_A, &ma, r->task.dtype, err)))
+    if (!(t->a = fill_operand(r, CR_BUF_A, &oa, r->task.dtype, "a", err)))
         return -1;
     return 0;
 }
@@ -426,14 +478,16 @@ static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jf
                             cr_request *r, cr_error *err)
 {
     static const char *const fields[] = {"op", "data", "dtype", "bins", "range", "kernel",
-                                         "timeout_ms", NULL};
+                                         "timeout_ms", "output", NULL};
+    static const char *const operands[] = {"data", NULL};
     static const cr_dtype hist_dtypes[] = {CR_DT_U8, CR_DT_F32, CR_DT_F64};
     cr_hist_task *h = &r->task.u.hist;
     const cJSON *data;
     bool has_bins, has_range;
     int64_t bins = 0;
+    cr_dtype dflt = operand_dtype(root, operands, hist_dtypes, 3, CR_DT_U8);
     if (check_fields(root, fields, err) || get_common(root, r, err) ||
-        get_dtype(root, hist_dtypes, 3, CR_DT_U8, &r->task.dtype, err) ||
+        get_dtype(root, hist_dtypes, 3, dflt, &r->task.dtype, err) ||
         get_int(root, "bins", 1, lim->max_bins, true, &has_bins, &bins, err) ||
         get_range(root, r->task.dtype, &has_range, &h->lo, &h->hi, err))
         return -1;
@@ -445,7 +499,10 @@ static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jf
     }
     if (!(data = required(root, "data", err)))
         return -1;
-    int64_t count = cr_jlist_count_in(fast, data, "data", err);
+    cr_jshm_operand sd;
+    bool in_shm = cr_jshm_is_operand(data);
+    int64_t count = in_shm ? (cr_jshm_measure(data, "data", 0, lim, &sd, err) ? -1 : (int64_t)sd.count)
+                           : cr_jlist_count_in(fast, data, "data", err);
     if (count < 0)
         return -1;
     if ((uint64_t)count > lim->max_elements)
@@ -457,11 +514,18 @@ static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jf
     if (add_bytes(&total, (uint64_t)count, es, lim, "data", err) ||
         add_bytes(&total, (uint64_t)h->bins, sizeof(uint64_t), lim, "bins", err))
         return -1;
-    void *p = cr_request_alloc_buf(r, CR_BUF_A, (size_t)count * es, false, err);
-    if (!p || cr_jlist_fill_in(fast, data, "data", count, r->task.dtype, p, err) != 0)
+    void *p = in_shm ? cr_jshm_bind(r, CR_BUF_A, &sd, r->task.dtype, "data", err)
+                     : cr_request_alloc_buf(r, CR_BUF_A, (size_t)count * es, false, err);
+    if (!p || (!in_shm && cr_jlist_fill_in(fast, data, "data", count, r->task.dtype, p, err) != 0))
         return -1;
     h->data = p;
     h->count = count;
+    /* JSON has no NaN, bytes do: a histogram has no bin for it (without a range, the range of the
+     * data refuses it below) */
+    int64_t nan_at = in_shm && r->is_float_hist && has_range ? cr_hist_first_nan(p, count, r->task.dtype) : -1;
+    if (nan_at >= 0)
+        return cr_fail(err, 400, "non_finite", "data",
+                       "data holds NaN (element %lld): a histogram has no bin for it", (long long)nan_at);
     cr_range_status st = r->is_float_hist && !has_range
                              ? cr_hist_range_of_data(p, count, r->task.dtype, &h->lo, &h->hi)
                              : CR_RANGE_OK;
@@ -485,16 +549,29 @@ static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
         return -1;
     r->task.op = op;
     r->task.kernel = NULL; /* the engine resolves r->kernel ("auto", "all", a name) */
+    static const char *const inputs[CR_OP_COUNT][CR_BUF_OUTPUT] = {
+        [CR_OP_GEMM] = {"a", "b", "c"}, [CR_OP_ATA] = {"a", "", ""}, [CR_OP_HISTOGRAM] = {"data", "", ""}};
+    bool has_output;
+    cr_jshm_place output;
+    if (cr_jshm_parse_output(root, &has_output, &output, err))
+        return -1;
+    int rc;
     switch (op) {
     case CR_OP_GEMM:
-        return decode_gemm(root, lim, fast, r, err);
+        rc = decode_gemm(root, lim, fast, r, err);
+        break;
     case CR_OP_ATA:
-        return decode_ata(root, lim, fast, r, err);
+        rc = decode_ata(root, lim, fast, r, err);
+        break;
     case CR_OP_HISTOGRAM:
-        return decode_histogram(root, lim, fast, r, err);
+        rc = decode_histogram(root, lim, fast, r, err);
+        break;
     default:
         return cr_fail(err, 500, "internal", "op", "unexpected op %d", (int)op);
     }
+    if (rc || !has_output)
+        return rc;
+    return cr_jshm_bind_output(r, &output, inputs[op], err); /* once the inputs are bound: apart from them */
 }
 
 int cr_request_from_json(cr_op op, const char *body, size_t len, const cr_limits *lim,

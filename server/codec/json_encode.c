@@ -54,18 +54,51 @@ static void jb_edges(cr_jbuf *b, const cr_hist_task *h, cr_dtype dt)
     cr_jbuf_put(b, "]", 1);
 }
 
-static void jb_histogram(cr_jbuf *b, const cr_request *r)
+/* A result written to shared memory, in the form an operand takes (json_shm.h): where, what
+ * shape, what type; fed back as an operand it reads the same bytes. */
+static void jb_shm_result(cr_jbuf *b, const cr_request *r, const int64_t *shape, int rank, cr_dtype dt)
+{
+    cr_jbuf_lit(b, "{\"shm\":{\"region\":");
+    cr_jbuf_string(b, r->result_shm.region);
+    cr_jbuf_lit(b, ",\"offset\":");
+    cr_jbuf_u64(b, r->result_shm.offset);
+    cr_jbuf_lit(b, ",\"byte_size\":");
+    cr_jbuf_u64(b, r->result_shm.bytes);
+    cr_jbuf_lit(b, "},\"shape\":[");
+    for (int d = 0; d < rank; d++) {
+        if (d)
+            cr_jbuf_put(b, ",", 1);
+        cr_jbuf_u64(b, (uint64_t)shape[d]);
+    }
+    cr_jbuf_lit(b, "],\"dtype\":");
+    cr_jbuf_string(b, cr_dtype_name(dt));
+    cr_jbuf_put(b, "}", 1);
+}
+
+static void jb_counts(cr_jbuf *b, const cr_request *r)
 {
     const cr_hist_task *h = &r->task.u.hist;
-    cr_jbuf_lit(b, "{\"bins\":");
-    cr_jbuf_u64(b, (uint64_t)(h->bins > 0 ? h->bins : 0));
-    cr_jbuf_lit(b, ",\"counts\":[");
+    if (r->result_shm.on) {
+        int64_t bins = h->bins;
+        jb_shm_result(b, r, &bins, 1, CR_DT_U64);
+        return;
+    }
+    cr_jbuf_put(b, "[", 1);
     for (int32_t i = 0; h->counts && i < h->bins; i++) {
         if (i)
             cr_jbuf_put(b, ",", 1);
         cr_jbuf_u64(b, h->counts[i]);
     }
     cr_jbuf_put(b, "]", 1);
+}
+
+static void jb_histogram(cr_jbuf *b, const cr_request *r)
+{
+    const cr_hist_task *h = &r->task.u.hist;
+    cr_jbuf_lit(b, "{\"bins\":");
+    cr_jbuf_u64(b, (uint64_t)(h->bins > 0 ? h->bins : 0));
+    cr_jbuf_lit(b, ",\"counts\":");
+    jb_counts(b, r);
     if (r->is_float_hist) {
         cr_jbuf_lit(b, ",\"edges\":");
         jb_edges(b, h, r->task.dtype);
@@ -76,6 +109,12 @@ static void jb_histogram(cr_jbuf *b, const cr_request *r)
 static void jb_result(cr_jbuf *b, const cr_request *r)
 {
     const cr_task *t = &r->task;
+    if (r->result_shm.on && t->op != CR_OP_HISTOGRAM) {
+        int64_t shape[2] = {t->op == CR_OP_GEMM ? t->u.gemm.m : t->u.ata.n,
+                            t->op == CR_OP_GEMM ? t->u.gemm.n : t->u.ata.n};
+        jb_shm_result(b, r, shape, 2, t->dtype);
+        return;
+    }
     switch (t->op) {
     case CR_OP_GEMM:
         jb_matrix(b, t->u.gemm.m, t->u.gemm.n, t->u.gemm.c_out, t->dtype);

@@ -27,7 +27,7 @@ const cr_auto_table *cr_engine_auto_table(const cr_engine *e) { return &e->auto_
 void cr_engine_finish(cr_engine *e, cr_job *j, cr_job_state state)
 {
     (void)e;
-    cr_request_free_inputs(&j->req);
+    cr_request_end(&j->req);
     j->finished_at = cr_now();
     j->ms.total = (j->finished_at - j->enqueued_at) * 1e3;
     if (state == CR_JOB_DONE)

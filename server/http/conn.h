@@ -17,7 +17,9 @@
 #include "server/engine/job_table.h"
 #include "server/error.h"
 #include "server/http/auth.h"
+#include "server/http/peer.h"
 #include "server/http/tls.h"
+#include "server/http/unix_listener.h"
 #include "server/obs/metrics.h"
 
 /* What the listener needs from the rest of the daemon. */
@@ -28,7 +30,9 @@ typedef struct {
 } cr_http_deps;
 
 typedef struct cr_http {
-    struct MHD_Daemon *daemon;
+    struct MHD_Daemon *daemon;      /* TCP; NULL with --bind none */
+    struct MHD_Daemon *unix_daemon; /* --unix-socket: the same handlers on unix_sock; or NULL */
+    cr_unix_socket unix_sock;
     cr_http_deps deps;
     _Atomic int active;
     pthread_mutex_t waiting_mu;   /* guards the list of suspended sync requests (submit.c) */
@@ -45,6 +49,8 @@ typedef enum MHD_Result (*cr_conn_encoder)(cr_conn *c, cr_job *j);
 struct cr_conn {
     cr_http *h;
     struct MHD_Connection *conn;
+    cr_peer peer;            /* who connected: IP address, or uid and pid on the Unix socket */
+    bool authenticated;      /* carried the bearer token (--auth-token-file) */
     char method[16];
     char path[256];
     const char *id;          /* the first {hole} of the route's path ({id}, {model}), inside path */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "kernels/registry.h"
 #include "server/clock.h"
@@ -71,9 +72,12 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     snprintf(c->path, sizeof c->path, "%s", url);
     /* every /v2 answer, 401, 404 and 405 included, in the v2 error shape tritonclient can print */
     c->kserve = strncmp(c->path, "/v2", 3) == 0 && (c->path[3] == '\0' || c->path[3] == '/');
+    cr_peer_read(conn, &c->peer);
     /* Before routing: without the token, unknown paths and known ones look the same. */
-    if (!cr_auth_exempt(&h->auth, c->path) && !cr_auth_check(&h->auth, cr_header(c, MHD_HTTP_HEADER_AUTHORIZATION)))
+    bool exempt = cr_auth_exempt(&h->auth, c->path);
+    if (!exempt && !cr_auth_check(&h->auth, cr_header(c, MHD_HTTP_HEADER_AUTHORIZATION)))
         return refuse_401(c);
+    c->authenticated = h->auth.enabled && !exempt;
     char allow[128];
     const cr_route *r = cr_route_find(method, c->path, &c->id, allow, sizeof allow);
     if (!r)
@@ -180,8 +184,9 @@ static void shape_of(const cr_job *j, char *out, size_t n)
 
 static void log_request(const cr_conn *c)
 {
-    char shape[64] = "";
-    cr_log_request r = {.method = c->method, .path = c->path, .status = c->status,
+    char shape[64] = "", peer[64];
+    cr_peer_label(&c->peer, peer, sizeof peer);
+    cr_log_request r = {.method = c->method, .path = c->path, .peer = peer, .status = c->status,
                         .ms = (cr_now() - c->t0) * 1e3, .bytes_in = c->len,
                         .error_code = c->error_code[0] ? c->error_code : NULL};
     if (c->job) {
@@ -239,58 +244,108 @@ static int make_addr(const char *bind, uint16_t port, struct sockaddr_storage *s
     return -1;
 }
 
+/* The options both daemons share: the same handlers, pool size and per-connection limits. */
+#define COMMON_OPTIONS(h)                                                                         \
+    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(h)->deps.cfg->http_threads,                           \
+    MHD_OPTION_CONNECTION_LIMIT, (unsigned)(h)->deps.cfg->max_connections,                        \
+    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(h)->deps.cfg->conn_timeout_s,                       \
+    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(h)->deps.cfg->conn_memory_kb << 10,              \
+    MHD_OPTION_NOTIFY_COMPLETED, request_completed, (h)
+
+/* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll misses a client's FIN that
+ * arrives with the last bytes of a partial body, so abandoned uploads held their socket and
+ * memory until --conn-timeout-s (found by scripts/soak.py); poll is level-triggered. */
+static const unsigned BASE_FLAGS = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
+                                   MHD_USE_ERROR_LOG;
+
+static int start_tcp(cr_http *h, uint16_t *port, char *err, size_t errlen)
+{
+    const cr_config *cfg = h->deps.cfg;
+    struct sockaddr_storage ss;
+    int fam = make_addr(cfg->bind, (uint16_t)cfg->port, &ss, err, errlen);
+    if (fam < 0)
+        return -1;
+    unsigned flags = BASE_FLAGS | (fam == AF_INET6 ? MHD_USE_IPv6 : 0) | (cr_tls_enabled(&h->tls) ? MHD_USE_TLS : 0);
+    h->daemon = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, access_handler, h,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        COMMON_OPTIONS(h),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+        MHD_OPTION_ARRAY, h->tls.options,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+        MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(err, errlen, "cannot listen on %s:%d (in use, not allowed, or a bad TLS key pair)", cfg->bind,
+                 cfg->port);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    *port = info ? info->port : (uint16_t)cfg->port;
+    return 0;
+}
+
+/* The socket is ours to create (stale files, mode, group); libmicrohttpd takes it from listen()
+ * on and closes it at stop. No per-IP limit: libmicrohttpd counts only IP addresses, and would
+ * refuse every unix peer under one. No TLS: the file's permissions are the protection. */
+static int start_unix(cr_http *h, char *err, size_t errlen)
+{
+    const cr_config *cfg = h->deps.cfg;
+    if (cr_unix_listen(&h->unix_sock, cfg->unix_socket, cfg->unix_mode, cfg->unix_socket_group, 128, err,
+                       errlen) < 0)
+        return -1;
+    h->unix_daemon = MHD_start_daemon(
+        BASE_FLAGS, 0, NULL, NULL, access_handler, h,
+        MHD_OPTION_LISTEN_SOCKET, h->unix_sock.fd,
+        COMMON_OPTIONS(h),
+        MHD_OPTION_END);
+    if (!h->unix_daemon) {
+        snprintf(err, errlen, "cannot serve on the unix socket %s", cfg->unix_socket);
+        close(h->unix_sock.fd);
+        cr_unix_remove(&h->unix_sock);
+        return -1;
+    }
+    return 0;
+}
+
+static void http_free(cr_http *h)
+{
+    if (h->daemon)
+        MHD_stop_daemon(h->daemon);
+    if (h->unix_daemon) {
+        MHD_stop_daemon(h->unix_daemon); /* closes the listening socket */
+        cr_unix_remove(&h->unix_sock);
+    }
+    pthread_mutex_destroy(&h->waiting_mu);
+    cr_auth_clear(&h->auth);
+    cr_tls_free(&h->tls);
+    free(h);
+}
+
 cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen)
 {
-    struct sockaddr_storage ss;
-    int fam = make_addr(deps->cfg->bind, (uint16_t)deps->cfg->port, &ss, err, errlen);
-    if (fam < 0)
-        return NULL;
     cr_http *h = calloc(1, sizeof *h);
     if (!h)
         return snprintf(err, errlen, "out of memory"), NULL;
     h->deps = *deps;
+    h->unix_sock.fd = -1;
+    *port = 0;
     const cr_config *cfg = deps->cfg;
-    if (cr_auth_load(&h->auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
-        cr_tls_load(&h->tls, cfg->tls_cert, cfg->tls_key, err, errlen) < 0) {
-        cr_auth_clear(&h->auth);
-        free(h);
-        return NULL;
-    }
     pthread_mutex_init(&h->waiting_mu, NULL);
-    /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll misses a client's FIN that
-     * arrives with the last bytes of a partial body, so abandoned uploads held their socket and
-     * memory until --conn-timeout-s (found by scripts/soak.py); poll is level-triggered. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG | (fam == AF_INET6 ? MHD_USE_IPv6 : 0) |
-                     (cr_tls_enabled(&h->tls) ? MHD_USE_TLS : 0);
-    h->daemon = MHD_start_daemon(
-        flags, (uint16_t)deps->cfg->port, NULL, NULL, access_handler, h,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)deps->cfg->http_threads,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)deps->cfg->conn_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)deps->cfg->conn_memory_kb << 10,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections_per_ip,
-        MHD_OPTION_ARRAY, h->tls.options,
-        MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
-        MHD_OPTION_END);
-    if (!h->daemon) {
-        snprintf(err, errlen, "cannot listen on %s:%d (in use, not allowed, or a bad TLS key pair)",
-                 deps->cfg->bind, deps->cfg->port);
-        cr_auth_clear(&h->auth);
-        cr_tls_free(&h->tls);
-        pthread_mutex_destroy(&h->waiting_mu);
-        free(h);
+    if (cr_auth_load(&h->auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
+        cr_tls_load(&h->tls, cfg->tls_cert, cfg->tls_key, err, errlen) < 0 ||
+        (cr_config_tcp(cfg) && start_tcp(h, port, err, errlen) < 0) ||
+        (cfg->unix_socket[0] && start_unix(h, err, errlen) < 0)) {
+        http_free(h);
         return NULL;
     }
     if (h->auth.enabled)
         cr_log("info", "auth: every route but /healthz, /readyz%s needs the bearer token",
                h->auth.protect_metrics ? "" : " and /metrics");
     if (cr_tls_enabled(&h->tls))
-        cr_log("info", "tls: serving HTTPS with %s", cfg->tls_cert);
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    *port = info ? info->port : (uint16_t)deps->cfg->port;
+        cr_log("info", "tls: serving HTTPS with %s%s", cfg->tls_cert, h->unix_daemon ? " (TCP only)" : "");
+    if (h->unix_daemon)
+        cr_log("info", "unix socket: %s, mode %04o%s%s", cfg->unix_socket, cfg->unix_mode,
+               cfg->unix_socket_group[0] ? ", group " : "", cfg->unix_socket_group);
     return h;
 }
 
@@ -300,11 +355,6 @@ int cr_http_active(const cr_http *h) { return atomic_load(&h->active); }
 
 void cr_http_stop(cr_http *h)
 {
-    if (!h)
-        return;
-    MHD_stop_daemon(h->daemon);
-    pthread_mutex_destroy(&h->waiting_mu);
-    cr_auth_clear(&h->auth);
-    cr_tls_free(&h->tls);
-    free(h);
+    if (h)
+        http_free(h);
 }

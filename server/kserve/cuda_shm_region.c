@@ -1,6 +1,9 @@
 /* The CUDA shared-memory region table; see cuda_shm_region.h. */
 #include "server/kserve/cuda_shm_region.h"
 
+#include "server/clock.h"
+#include "server/obs/log.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +14,8 @@
 struct cr_cuda_shm_region {
     cr_cuda_shm_info info;
     char *base;         /* the client's allocation, opened in this process (a device pointer) */
-    int holds;          /* requests holding part of it; guarded by mu */
+    int holds;          /* requests holding part of it; guarded by mu, as is last_used */
+    double last_used;   /* cr_now() of its registration or its last hold's end */
     cr_cuda_shm_region *next;
 };
 
@@ -20,11 +24,13 @@ static cr_cuda_shm_region *regions; /* guarded by mu, as are the two counts */
 static uint64_t n_regions, registered_bytes;
 static const cr_backend *backend;   /* set once at start, before any request */
 static int devices;
+static double idle_s;
 
-void cr_cuda_shm_init(const cr_backend *b, int n_devices)
+void cr_cuda_shm_init(const cr_backend *b, int n_devices, double idle)
 {
     backend = b;
     devices = n_devices;
+    idle_s = idle;
 }
 
 static cr_cuda_shm_region *find_locked(const char *name)
@@ -100,6 +106,7 @@ int cr_cuda_shm_register(const char *name, const void *handle, size_t handle_len
     r->info.device_id = device_id;
     r->info.byte_size = byte_size;
     r->base = p;
+    r->last_used = cr_now();
     in_system_table = cr_shm_registered(name);
     pthread_mutex_lock(&mu);
     if ((rc = admit_locked(name, in_system_table, err)) == 0) {
@@ -253,7 +260,35 @@ void cr_cuda_shm_release(void *region)
         return;
     pthread_mutex_lock(&mu);
     r->holds--;
+    r->last_used = cr_now();
     pthread_mutex_unlock(&mu);
+}
+
+/* A client that dies leaves its handle opened here, keeping its allocation alive: what nobody
+ * used for --shm-idle-s goes (the system table also watches objects and processes; a CUDA
+ * handle offers neither). */
+int cr_cuda_shm_sweep(double now)
+{
+    cr_cuda_shm_region *gone = NULL, *next;
+    int count = 0;
+    pthread_mutex_lock(&mu);
+    for (cr_cuda_shm_region *r = regions; r; r = next) {
+        next = r->next;
+        if (r->holds || idle_s <= 0 || now - r->last_used <= idle_s)
+            continue;
+        cr_log("info", "CUDA shared memory region '%s' unregistered: unused for %.0f s (--shm-idle-s)",
+               r->info.name, now - r->last_used);
+        unlink_locked(r);
+        r->next = gone;
+        gone = r;
+        count++;
+    }
+    pthread_mutex_unlock(&mu);
+    for (cr_cuda_shm_region *r = gone; r; r = next) {
+        next = r->next;
+        region_free(r);
+    }
+    return count;
 }
 
 int cr_cuda_shm_write(void *dst, const void *src, size_t bytes)

@@ -28,8 +28,11 @@ typedef struct {
     uint64_t byte_size;
 } cr_cuda_shm_info;
 
-/* b's ipc_open opens handles; a backend without one (cpu) refuses every registration. */
-void cr_cuda_shm_init(const cr_backend *b, int n_devices);
+/* b's ipc_open opens handles; a backend without one (cpu) refuses every registration. Regions
+ * no request used for idle_s seconds (0: never) are unregistered by cr_cuda_shm_sweep. */
+void cr_cuda_shm_init(const cr_backend *b, int n_devices, double idle_s);
+/* Unregisters the idle regions no request holds; how many. */
+int cr_cuda_shm_sweep(double now);
 /* Closes every handle (at exit, once no job is left to hold one). */
 void cr_cuda_shm_shutdown(void);
 

@@ -167,7 +167,7 @@ int cr_ks_encode(const cr_job *j, const cr_ks_spec *s, const char *backend, cr_k
         return -1;
     for (int k = 0; k < s->model->n_outputs; k++) /* the result itself is in place already */
         if (s->want[k] && s->shm[k].out.p &&
-            cr_ks_shm_write(&s->shm[k], ts[k].data, ts[k].count * cr_dtype_size(ts[k].dt))) {
+            cr_shm_window_write(&s->shm[k].out, ts[k].data, ts[k].count * cr_dtype_size(ts[k].dt))) {
             free(edges);
             return -1;
         }

@@ -9,6 +9,7 @@
 
 #include "server/engine/job.h"
 #include "server/kserve/shm_region.h"
+#include "server/kserve/shm_tensor.h"
 #include "server/request.h"
 
 struct cJSON;
@@ -46,21 +47,13 @@ int cr_ks_datatype_parse(const char *name, cr_dtype *out);
 
 /* ---- shared memory tensors (kserve_shm.c) ------------------------------------------------- */
 
-/* A hold on a window of a registered region, system (host memory) or CUDA (device memory). */
-typedef struct {
-    void *hold;                 /* the region's, released by release(hold); NULL: none */
-    void (*release)(void *hold);
-    void *p;                    /* the window's first byte */
-    int device;                 /* -1: host memory; else the device whose memory it is */
-} cr_ks_window;
-
 /* A tensor in a registered region, as its parameters shared_memory_region, _byte_size and
  * _offset name it. An output the encoder writes (edges) keeps its window here. */
 typedef struct {
     bool on;
     char region[CR_SHM_NAME_MAX + 1];
     uint64_t offset, byte_size;
-    cr_ks_window out;
+    cr_shm_window out;
 } cr_ks_shm;
 
 /* ---- request (kserve_decode.c) ------------------------------------------------------------ */
@@ -95,8 +88,6 @@ void *cr_ks_shm_fill_input(cr_request *r, int slot, const cr_ks_shm *s, const ch
  * region (held by the request until the job is freed), edges are written by the encoder (held
  * by s). Each must fit its byte_size and share no byte with an input. -1 with err. */
 int cr_ks_shm_outputs(cr_request *r, cr_ks_spec *s, cr_error *err);
-/* Writes an output the encoder makes (edges) into its window; -1 when a device refused it. */
-int cr_ks_shm_write(const cr_ks_shm *s, const void *src, size_t bytes);
 /* The job is finished and its answer encoded: drops every hold on output regions, so a client
  * that unregisters on reading the answer finds them free. */
 void cr_ks_shm_release_outputs(cr_request *r, cr_ks_spec *s);

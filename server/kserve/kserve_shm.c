@@ -1,18 +1,17 @@
 /* Inference tensors in registered shared-memory regions (server/kserve/kserve_internal.h).
  *
- * No copy either way: an input's request slot points into the region's mapping, and so does the
- * output slot of a result written there, so the worker reads and writes the client's memory
- * directly: host memory of a system region (pinned on cuda: shm_region.c), or device memory of
- * a CUDA region (cuda_shm_region.c), which also sends the job to that device. Such slots are
- * borrowed (server/request.h): never charged to the memory budget, and each holds its region
- * until the slot is freed, so the region cannot be unregistered under a running job. */
+ * No copy either way: an input's request slot points into the region, and so does the output
+ * slot of a result written there, so the worker reads and writes the client's memory directly:
+ * host memory of a system region (pinned on cuda: shm_region.c) or device memory of a CUDA
+ * region (cuda_shm_region.c). The rules (sizes, bounds, alignment, outputs apart from inputs)
+ * are shm_tensor.c's, shared with /v1; this file maps Triton's parameters onto them. */
 #include <stdio.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
-#include "server/kserve/cuda_shm_region.h"
 #include "server/kserve/kserve_internal.h"
+#include "server/kserve/shm_tensor.h"
 
 #define MAX_EXACT 9007199254740992.0 /* 2^53 */
 
@@ -49,74 +48,22 @@ int cr_ks_shm_parse(const cJSON *params, const char *tensor, cr_ks_shm *out, cr_
     return 0;
 }
 
-/* ---- windows -------------------------------------------------------------------------------- */
-
-/* Holds [offset, offset + bytes) of region `name`, in whichever table has it. */
-static int acquire(const char *name, uint64_t offset, uint64_t bytes, size_t align, const char *what,
-                   cr_ks_window *w, cr_error *err)
-{
-    memset(w, 0, sizeof *w);
-    w->device = -1;
-    if (cr_cuda_shm_registered(name)) {
-        w->hold = cr_cuda_shm_acquire(name, offset, bytes, align, what, &w->p, &w->device, err);
-        w->release = cr_cuda_shm_release;
-    } else {
-        w->hold = cr_shm_acquire(name, offset, bytes, align, what, &w->p, err);
-        w->release = cr_shm_release;
-    }
-    return w->hold ? 0 : -1;
-}
-
-static void release(cr_ks_window *w)
-{
-    if (w->hold)
-        w->release(w->hold);
-    memset(w, 0, sizeof *w);
-}
-
-/* The window becomes the request's slot, which releases it when freed. */
-static int adopt(cr_request *r, int slot, cr_ks_window *w, uint64_t bytes, cr_error *err)
-{
-    cr_ks_window taken = *w;
-    memset(w, 0, sizeof *w);
-    cr_request_adopt_buf(r, slot, taken.p, (size_t)bytes, taken.release, taken.hold);
-    return taken.device >= 0 ? cr_request_mark_device(r, slot, taken.device, err) : 0;
-}
-
-/* Whether two held windows (p, n of hold a; q, m of hold b) share bytes. Two system regions
- * alias when they map the same object; device pointers of one process alias when they do. */
-static bool overlap(void (*ra)(void *), void *a, const void *p, size_t n, void (*rb)(void *), void *b,
-                    const void *q, size_t m)
-{
-    if (ra != rb || !n || !m)
-        return false;
-    if (ra == cr_shm_release)
-        return cr_shm_overlap(a, p, n, b, q, m);
-    uintptr_t x = (uintptr_t)p, y = (uintptr_t)q;
-    return x < y + m && y < x + n;
-}
 
 /* ---- inputs --------------------------------------------------------------------------------- */
 
 int cr_ks_shm_measure(const cr_ks_shm *s, const char *tensor, uint64_t bytes, cr_error *err)
 {
-    if (s->byte_size != bytes)
-        return cr_fail(err, 400, "invalid_field", tensor,
-                       "input %s: shared_memory_byte_size is %llu bytes but shape and datatype make %llu",
-                       tensor, (unsigned long long)s->byte_size, (unsigned long long)bytes);
-    return 0;
+    char what[80];
+    snprintf(what, sizeof what, "input %s", tensor);
+    return cr_shm_input_size(s->byte_size, bytes, what, "shared_memory_byte_size", err);
 }
 
 void *cr_ks_shm_fill_input(cr_request *r, int slot, const cr_ks_shm *s, const char *tensor, uint64_t bytes,
                            size_t es, cr_error *err)
 {
     char what[80];
-    cr_ks_window w;
     snprintf(what, sizeof what, "input %s", tensor);
-    if (acquire(s->region, s->offset, bytes, es, what, &w, err))
-        return NULL;
-    void *p = w.p;
-    return adopt(r, slot, &w, bytes, err) ? NULL : p;
+    return cr_shm_bind_input(r, slot, s->region, s->offset, bytes, es, true, what, err);
 }
 
 /* ---- outputs -------------------------------------------------------------------------------- */
@@ -132,41 +79,36 @@ static uint64_t output_bytes(const cr_task *t, int k, size_t *es)
     return cr_task_output_bytes(t);
 }
 
-/* An output region may not share bytes with an input: the kernel would read what it writes. */
-static int check_aliasing(const cr_request *r, const cr_ks_spec *s, int k, uint64_t n, cr_error *err)
+/* Edges and counts both in shared memory may not share bytes either (the rules for inputs are
+ * shm_tensor.c's); the counts' window is the result slot's by then. */
+static int check_outputs_apart(const cr_request *r, const cr_ks_spec *s, uint64_t n, cr_error *err)
 {
-    const char *name = s->model->outputs[k].name;
-    const cr_ks_window *w = &s->shm[k].out;
-    for (int slot = 0; slot < CR_BUF_OUTPUT; slot++)
-        if (r->buf_borrowed[slot] && overlap(w->release, w->hold, w->p, n, r->hold_release[slot], r->hold[slot],
-                                             r->bufs[slot], r->buf_bytes[slot]))
-            return cr_fail(err, 400, "invalid_field", name,
-                           "output %s: its shared memory overlaps input %s's", name, s->model->inputs[slot].name);
-    if (k == 1 && s->shm[0].on &&
-        overlap(w->release, w->hold, w->p, n, r->hold_release[CR_BUF_OUTPUT], r->hold[CR_BUF_OUTPUT],
-                r->bufs[CR_BUF_OUTPUT], r->buf_bytes[CR_BUF_OUTPUT]))
-        return cr_fail(err, 400, "invalid_field", name, "output %s: its shared memory overlaps output %s's", name,
-                       s->model->outputs[0].name);
-    return 0;
+    cr_shm_window counts = {r->hold[CR_BUF_OUTPUT], r->hold_release[CR_BUF_OUTPUT], r->bufs[CR_BUF_OUTPUT], -1};
+    if (!s->shm[0].on || !cr_shm_windows_overlap(&s->shm[1].out, n, &counts, r->buf_bytes[CR_BUF_OUTPUT]))
+        return 0;
+    return cr_fail(err, 400, "invalid_field", s->model->outputs[1].name,
+                   "output %s: its shared memory overlaps output %s's", s->model->outputs[1].name,
+                   s->model->outputs[0].name);
 }
 
 /* Holds output k's window [offset, offset + byte_size) and checks the result fits it. */
 static int hold_output(cr_request *r, cr_ks_spec *s, int k, cr_error *err)
 {
     cr_ks_shm *o = &s->shm[k];
-    const char *name = s->model->outputs[k].name;
+    const char *inputs[CR_BUF_OUTPUT] = {""};
+    for (int i = 0; i < s->model->n_inputs && i < CR_BUF_OUTPUT; i++)
+        inputs[i] = s->model->inputs[i].name;
     size_t es;
     uint64_t bytes = output_bytes(&r->task, k, &es);
     char what[80];
-    if (o->byte_size < bytes)
-        return cr_fail(err, 400, "invalid_field", name,
-                       "output %s: shared_memory_byte_size %llu is smaller than the result's %llu bytes", name,
-                       (unsigned long long)o->byte_size, (unsigned long long)bytes);
-    snprintf(what, sizeof what, "output %s", name);
+    snprintf(what, sizeof what, "output %s", s->model->outputs[k].name);
     /* the spec's until the result slot takes it over: released on any error */
-    if (acquire(o->region, o->offset, o->byte_size, es, what, &o->out, err) || check_aliasing(r, s, k, bytes, err))
+    if (cr_shm_hold_output(r, o->region, o->offset, o->byte_size, bytes, es, true, what, "shared_memory_byte_size",
+                           inputs, &o->out, err))
         return -1;
-    return k == 0 ? adopt(r, CR_BUF_OUTPUT, &o->out, bytes, err) : 0; /* the worker writes the result there */
+    if (k == 1)
+        return check_outputs_apart(r, s, bytes, err);
+    return cr_shm_bind_output(r, &o->out, bytes, err); /* the worker writes the result there */
 }
 
 int cr_ks_shm_outputs(cr_request *r, cr_ks_spec *s, cr_error *err)
@@ -177,15 +119,6 @@ int cr_ks_shm_outputs(cr_request *r, cr_ks_spec *s, cr_error *err)
     return 0;
 }
 
-int cr_ks_shm_write(const cr_ks_shm *s, const void *src, size_t bytes)
-{
-    if (s->out.device < 0) {
-        memcpy(s->out.p, src, bytes);
-        return 0;
-    }
-    return cr_cuda_shm_write(s->out.p, src, bytes);
-}
-
 void cr_ks_shm_release_outputs(cr_request *r, cr_ks_spec *s)
 {
     if (r && r->buf_borrowed[CR_BUF_OUTPUT]) {
@@ -193,5 +126,5 @@ void cr_ks_shm_release_outputs(cr_request *r, cr_ks_spec *s)
         cr_request_free_buf(r, CR_BUF_OUTPUT);
     }
     for (int k = 0; k < CR_KS_MAX_IO; k++)
-        release(&s->shm[k].out);
+        cr_shm_window_release(&s->shm[k].out);
 }

@@ -4,7 +4,9 @@
  *   POST /v2/systemsharedmemory/region/{name}/register  {"key", "offset", "byte_size"}
  *   POST /v2/systemsharedmemory/region/{name}/unregister, /v2/systemsharedmemory/unregister
  * Like every /v2 route they need the bearer token when --auth-token-file is set (listener.c):
- * a region is a window into the daemon's address space. */
+ * a region is a window into the daemon's address space. A registration counts against its
+ * client's cap (the token, else the peer's IP address or uid) and, over the Unix socket, lives
+ * no longer than the registering process. */
 #include "server/kserve/kserve.h"
 
 #include <cjson/cJSON.h>
@@ -14,6 +16,7 @@
 
 #include "server/codec/base64.h"
 #include "server/codec/json_matrix.h"
+#include "server/http/peer.h"
 #include "server/http/respond.h"
 #include "server/kserve/cuda_shm_region.h"
 #include "server/kserve/shm_region.h"
@@ -130,8 +133,18 @@ fail:
     return NULL;
 }
 
+/* The client a registration counts against (--shm-client-max-mb), and the process to watch:
+ * only a Unix socket peer's pid is known (SO_PEERCRED), and only its exit is a sure sign. */
+static void owner_of(const cr_conn *c, cr_shm_owner *o)
+{
+    memset(o, 0, sizeof *o);
+    cr_peer_client(&c->peer, c->authenticated, o->client, sizeof o->client);
+    o->pid = c->peer.is_unix ? (int)c->peer.pid : 0;
+}
+
 enum MHD_Result cr_kserve_shm_register(cr_conn *c)
 {
+    cr_shm_owner owner;
     char buf[CR_SHM_NAME_MAX + 1];
     const char *name, *key;
     uint64_t offset, byte_size;
@@ -139,11 +152,12 @@ enum MHD_Result cr_kserve_shm_register(cr_conn *c)
     if (!path_region(c, buf, sizeof buf, &name))
         return MHD_YES;
     cJSON *doc = parse_register(c->body ? c->body : "", c->len, &key, &offset, &byte_size, &err);
+    owner_of(c, &owner);
     int rc = !doc ? -1
              : cr_cuda_shm_registered(name) /* one namespace for both kinds, as Triton's */
                  ? cr_fail(&err, 409, "already_exists", "name",
                            "'%s' is registered as a CUDA shared memory region (unregister it first)", name)
-                 : cr_shm_register(name, key, offset, byte_size, &err);
+                 : cr_shm_register(name, key, offset, byte_size, &owner, &err);
     cJSON_Delete(doc);
     return rc ? cr_send_error(c, &err) : cr_send_cjson(c, 200, cJSON_CreateObject());
 }

@@ -3,14 +3,18 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "server/clock.h"
+#include "server/memory.h"
 #include "server/obs/log.h"
 
 #define MAX_EXACT 9007199254740992ull /* 2^53: JSON numbers are exact up to here */
@@ -24,21 +28,20 @@ struct cr_shm_region {
     size_t map_len;
     char *base;         /* the region's first byte inside map */
     bool pinned;        /* the backend's host_register took it */
-    int holds;          /* requests holding part of it; guarded by mu */
+    bool charged;       /* byte_size is charged to the memory budget */
+    cr_shm_owner owner;
+    int pidfd;          /* the owner's process, readable once it exited; -1: none watched */
+    int holds;          /* requests holding part of it; guarded by mu, as is last_used */
+    double last_used;   /* cr_now() of its registration or its last hold's end */
     cr_shm_region *next;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static cr_shm_region *regions;      /* guarded by mu, as are the two counts */
 static uint64_t n_regions, registered_bytes;
-static uint64_t max_bytes;          /* set once at start, before any request */
-static const cr_backend *backend;
+static cr_shm_limits limits;        /* set once at start, before any request */
 
-void cr_shm_init(uint64_t max, const cr_backend *b)
-{
-    max_bytes = max;
-    backend = b;
-}
+void cr_shm_init(const cr_shm_limits *lim) { limits = *lim; }
 
 /* ---- validation ----------------------------------------------------------------------------- */
 
@@ -81,10 +84,14 @@ static int check_sizes(uint64_t offset, uint64_t byte_size, cr_error *err)
     if (offset > MAX_EXACT || byte_size > MAX_EXACT)
         return cr_fail(err, 400, "invalid_field", offset > MAX_EXACT ? "offset" : "byte_size",
                        "offset and byte_size must be at most 2^53");
-    if (max_bytes && byte_size > max_bytes)
+    if (limits.max_bytes && byte_size > limits.max_bytes)
         return cr_fail(err, 413, "too_large", "byte_size",
                        "byte_size %llu is over --shm-max-mb (%llu MiB)", (unsigned long long)byte_size,
-                       (unsigned long long)(max_bytes >> 20));
+                       (unsigned long long)(limits.max_bytes >> 20));
+    if (limits.client_max_bytes && byte_size > limits.client_max_bytes)
+        return cr_fail(err, 413, "too_large", "byte_size",
+                       "byte_size %llu is over --shm-client-max-mb (%llu MiB)", (unsigned long long)byte_size,
+                       (unsigned long long)(limits.client_max_bytes >> 20));
     return 0;
 }
 
@@ -98,8 +105,18 @@ static cr_shm_region *find_locked(const char *name)
     return NULL;
 }
 
-/* Whether one more region of byte_size may join: the name free, room in the table and the cap. */
-static int admit_locked(const char *name, uint64_t byte_size, cr_error *err)
+static uint64_t client_bytes_locked(const char *client)
+{
+    uint64_t sum = 0;
+    for (const cr_shm_region *r = regions; r; r = r->next)
+        if (strcmp(r->owner.client, client) == 0)
+            sum += r->info.byte_size;
+    return sum;
+}
+
+/* Whether one more region of byte_size may join: the name free, room in the table, the cap, and
+ * the client's cap. */
+static int admit_locked(const char *name, uint64_t byte_size, const char *client, cr_error *err)
 {
     if (find_locked(name))
         return cr_fail(err, 409, "already_exists", "name",
@@ -107,11 +124,18 @@ static int admit_locked(const char *name, uint64_t byte_size, cr_error *err)
     if (n_regions >= CR_SHM_MAX_REGIONS)
         return cr_fail(err, 507, "shm_limit", "name", "%d shared memory regions are registered, the most "
                        "there may be", CR_SHM_MAX_REGIONS);
-    if (!max_bytes || byte_size > max_bytes - registered_bytes)
+    if (!limits.max_bytes || byte_size > limits.max_bytes - registered_bytes)
         return cr_fail(err, 507, "shm_limit", "byte_size",
                        "registering %llu more bytes would pass --shm-max-mb (%llu MiB, %llu bytes "
                        "registered now)", (unsigned long long)byte_size,
-                       (unsigned long long)(max_bytes >> 20), (unsigned long long)registered_bytes);
+                       (unsigned long long)(limits.max_bytes >> 20), (unsigned long long)registered_bytes);
+    uint64_t mine = client_bytes_locked(client);
+    if (limits.client_max_bytes && byte_size > limits.client_max_bytes - mine)
+        return cr_fail(err, 507, "shm_limit", "byte_size",
+                       "registering %llu more bytes would pass --shm-client-max-mb (%llu MiB) for client "
+                       "%s, which has %llu bytes registered now", (unsigned long long)byte_size,
+                       (unsigned long long)(limits.client_max_bytes >> 20), client[0] ? client : "(anonymous)",
+                       (unsigned long long)mine);
     return 0;
 }
 
@@ -121,12 +145,16 @@ static void region_free(cr_shm_region *r)
 {
     if (!r)
         return;
-    if (r->pinned && backend && backend->host_unregister)
-        backend->host_unregister(r->map);
+    if (r->pinned && limits.backend && limits.backend->host_unregister)
+        limits.backend->host_unregister(r->map);
     if (r->map)
         munmap(r->map, r->map_len);
     if (r->fd >= 0)
         close(r->fd);
+    if (r->pidfd >= 0)
+        close(r->pidfd);
+    if (r->charged)
+        cr_mem_release(CR_MEM_SHM, r->info.byte_size);
     free(r);
 }
 
@@ -171,26 +199,51 @@ static int map_region(cr_shm_region *r, cr_error *err)
     return 0;
 }
 
+/* A process handle that becomes readable when the process exits, whoever reaps it and whatever
+ * pid is handed out next; -1 when the kernel has none (before 5.3) or the process is gone. */
+static int watch_pid(int pid)
+{
+#ifdef SYS_pidfd_open
+    return pid > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)pid, 0) : -1;
+#else
+    (void)pid;
+    return -1;
+#endif
+}
+
 static cr_shm_region *region_new(const char *name, const char *key, uint64_t offset, uint64_t byte_size,
-                                 cr_error *err)
+                                 const cr_shm_owner *owner, cr_error *err)
 {
     cr_shm_region *r = calloc(1, sizeof *r);
     if (!r) {
         cr_fail(err, 503, "host_memory", "", "out of memory");
         return NULL;
     }
-    r->fd = -1;
+    r->fd = r->pidfd = -1;
     snprintf(r->info.name, sizeof r->info.name, "%s", name);
     snprintf(r->info.key, sizeof r->info.key, "%s", key);
     r->info.offset = offset;
     r->info.byte_size = byte_size;
+    if (owner)
+        r->owner = *owner;
+    if (r->owner.pid > 0 && (r->pidfd = watch_pid(r->owner.pid)) < 0 && errno == ESRCH) {
+        cr_fail(err, 400, "invalid_field", "name", "the process that registers region '%s' has exited", name);
+        region_free(r);
+        return NULL;
+    }
+    /* Charged before the mapping: over the budget, nothing is mapped or pinned. */
+    if (cr_mem_charge(CR_MEM_SHM, byte_size, "registering a shared memory region", err) < 0) {
+        region_free(r);
+        return NULL;
+    }
+    r->charged = true;
     if (map_region(r, err)) {
         region_free(r);
         return NULL;
     }
     /* once, here: page-locking costs about as much as copying the region, each use after is free */
-    if (backend && backend->host_register) {
-        r->pinned = backend->host_register(r->map, r->map_len);
+    if (limits.backend && limits.backend->host_register) {
+        r->pinned = limits.backend->host_register(r->map, r->map_len);
         if (!r->pinned)
             cr_log("warn", "shared memory region '%s' (%zu bytes) could not be page-locked: its copies "
                    "to the device are staged", name, r->map_len);
@@ -200,28 +253,34 @@ static cr_shm_region *region_new(const char *name, const char *key, uint64_t off
 
 /* ---- registration --------------------------------------------------------------------------- */
 
-int cr_shm_register(const char *name, const char *key, uint64_t offset, uint64_t byte_size, cr_error *err)
+int cr_shm_register(const char *name, const char *key, uint64_t offset, uint64_t byte_size,
+                    const cr_shm_owner *owner, cr_error *err)
 {
+    static const cr_shm_owner anonymous;
+    if (!owner)
+        owner = &anonymous;
     if (cr_shm_check_name(name, err) || check_key(key, err) || check_sizes(offset, byte_size, err))
         return -1;
+    cr_shm_sweep(cr_now()); /* a dead client's regions make room first */
     /* Checked before mapping (no work for a refusal) and again after, unlocked in between: a
      * mapping and its pinning take long enough to stall every other use of the table. */
     pthread_mutex_lock(&mu);
-    int rc = admit_locked(name, byte_size, err);
+    int rc = admit_locked(name, byte_size, owner->client, err);
     pthread_mutex_unlock(&mu);
     if (rc)
         return -1;
-    cr_shm_region *r = region_new(name, key, offset, byte_size, err);
+    cr_shm_region *r = region_new(name, key, offset, byte_size, owner, err);
     if (!r)
         return -1;
     pthread_mutex_lock(&mu);
-    if ((rc = admit_locked(name, byte_size, err)) == 0) {
+    if ((rc = admit_locked(name, byte_size, owner->client, err)) == 0) {
         cr_shm_region **tail = &regions; /* status lists them in the order they came */
         while (*tail)
             tail = &(*tail)->next;
         *tail = r;
         n_regions++;
         registered_bytes += byte_size;
+        r->last_used = cr_now();
     }
     pthread_mutex_unlock(&mu);
     if (rc)
@@ -302,6 +361,7 @@ int cr_shm_status(const char *name, cr_shm_info **out, size_t *n, cr_error *err)
 {
     *out = NULL;
     *n = 0;
+    cr_shm_sweep(cr_now());
     pthread_mutex_lock(&mu);
     cr_shm_region *one = name ? find_locked(name) : NULL;
     size_t count = name ? (one != NULL) : (size_t)n_regions;
@@ -341,13 +401,12 @@ static int check_hold_locked(cr_shm_region *r, uint64_t offset, uint64_t bytes, 
     const cr_shm_info *in = &r->info;
     if (offset > in->byte_size || bytes > in->byte_size - offset)
         return cr_fail(err, 400, "invalid_field", what,
-                       "%s: shared_memory_offset %llu + %llu bytes is past the end of region '%s' "
-                       "(%llu bytes)", what, (unsigned long long)offset, (unsigned long long)bytes,
+                       "%s: offset %llu + %llu bytes is past the end of region '%s' (%llu bytes)", what, (unsigned long long)offset, (unsigned long long)bytes,
                        in->name, (unsigned long long)in->byte_size);
     if (align > 1 && (in->offset + offset) % align)
         return cr_fail(err, 400, "invalid_field", what,
-                       "%s: its data must start at a multiple of %zu bytes into the object; region "
-                       "offset %llu + shared_memory_offset %llu is not",
+                       "%s: its data must start at a multiple of %zu bytes into the object; the region's "
+                       "offset %llu + the tensor's offset %llu is not",
                        what, align, (unsigned long long)in->offset, (unsigned long long)offset);
     struct stat st;
     if (fstat(r->fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size < in->offset + in->byte_size)
@@ -378,8 +437,10 @@ void cr_shm_release(void *region)
     cr_shm_region *r = region;
     if (!r)
         return;
+    double now = cr_now();
     pthread_mutex_lock(&mu);
     r->holds--;
+    r->last_used = now; /* idle from the end of its last use, however long that use ran */
     pthread_mutex_unlock(&mu);
 }
 
@@ -391,6 +452,55 @@ bool cr_shm_overlap(const cr_shm_region *a, const void *p, size_t n, const cr_sh
     uint64_t x = a->info.offset + (uint64_t)((const char *)p - a->base); /* offsets in the object */
     uint64_t y = b->info.offset + (uint64_t)((const char *)q - b->base);
     return x < y + m && y < x + n;
+}
+
+/* ---- sweeping ------------------------------------------------------------------------------- */
+
+static bool owner_exited(const cr_shm_region *r)
+{
+    struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
+    return r->pidfd >= 0 && poll(&p, 1, 0) == 1;
+}
+
+/* Why a region nobody holds should go, or NULL: its object unlinked (the client cleaned up, or
+ * its resource tracker did as it died), its registering process gone, or unused too long. */
+static const char *stale_locked(const cr_shm_region *r, double now, char *why, size_t n)
+{
+    struct stat st;
+    if (r->holds)
+        return NULL;
+    if (fstat(r->fd, &st) == 0 && st.st_nlink == 0)
+        return snprintf(why, n, "its object %s was unlinked", r->info.key), why;
+    if (owner_exited(r))
+        return snprintf(why, n, "process %d that registered it exited", r->owner.pid), why;
+    if (limits.idle_s > 0 && now - r->last_used > limits.idle_s)
+        return snprintf(why, n, "unused for %.0f s (--shm-idle-s)", now - r->last_used), why;
+    return NULL;
+}
+
+int cr_shm_sweep(double now)
+{
+    cr_shm_region *gone = NULL, *next;
+    char why[CR_SHM_KEY_MAX + 64];
+    int count = 0;
+    pthread_mutex_lock(&mu);
+    for (cr_shm_region *r = regions; r; r = next) {
+        next = r->next;
+        if (!stale_locked(r, now, why, sizeof why))
+            continue;
+        cr_log("info", "shared memory region '%s' of %s unregistered: %s", r->info.name,
+               r->owner.client[0] ? r->owner.client : "an anonymous client", why);
+        unlink_locked(r);
+        r->next = gone;
+        gone = r;
+        count++;
+    }
+    pthread_mutex_unlock(&mu);
+    for (cr_shm_region *r = gone; r; r = next) { /* unpinning and unmapping outside the lock */
+        next = r->next;
+        region_free(r);
+    }
+    return count;
 }
 
 void cr_shm_usage(uint64_t *n, uint64_t *bytes)

@@ -59,18 +59,18 @@ void cr_log_req(const cr_log_request *r)
     escape(path, sizeof path, r->path);
     if (as_json) {
         fprintf(stderr,
-                "{\"ts\":\"%s\",\"level\":\"info\",\"method\":\"%s\",\"path\":\"%s\",\"status\":%d,"
+                "{\"ts\":\"%s\",\"level\":\"info\",\"method\":\"%s\",\"path\":\"%s\",\"peer\":\"%s\",\"status\":%d,"
                 "\"ms\":%.3f,\"bytes_in\":%llu,\"id\":\"%s\",\"op\":\"%s\",\"shape\":\"%s\","
                 "\"kernel\":\"%s\",\"error\":\"%s\",\"queue_ms\":%.3f,\"h2d_ms\":%.3f,"
                 "\"kernel_ms\":%.3f,\"d2h_ms\":%.3f}\n",
-                ts, r->method, path, r->status, r->ms, r->bytes_in, r->id ? r->id : "",
+                ts, r->method, path, r->peer ? r->peer : "", r->status, r->ms, r->bytes_in, r->id ? r->id : "",
                 r->op ? r->op : "", r->shape ? r->shape : "", r->kernel ? r->kernel : "",
                 r->error_code ? r->error_code : "", r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms);
         return;
     }
     /* path is escaped in text too: a %0a in a URL must not forge a log line */
-    fprintf(stderr, "%s %s %s %d %.3fms in=%llu%s%s%s%s%s%s%s%s%s%s queue=%.3f h2d=%.3f kernel=%.3f d2h=%.3f\n",
-            ts, r->method, path, r->status, r->ms, r->bytes_in, r->id ? " id=" : "", r->id ? r->id : "",
+    fprintf(stderr, "%s %s %s %d %.3fms in=%llu peer=%s%s%s%s%s%s%s%s%s%s%s queue=%.3f h2d=%.3f kernel=%.3f d2h=%.3f\n",
+            ts, r->method, path, r->status, r->ms, r->bytes_in, r->peer ? r->peer : "-", r->id ? " id=" : "", r->id ? r->id : "",
             r->op ? " op=" : "", r->op ? r->op : "", r->shape ? " shape=" : "", r->shape ? r->shape : "",
             r->kernel ? " kernel=" : "", r->kernel ? r->kernel : "", r->error_code ? " error=" : "",
             r->error_code ? r->error_code : "", r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms);

@@ -11,6 +11,7 @@ void cr_log(const char *level, const char *fmt, ...) __attribute__((format(print
 
 typedef struct {
     const char *method, *path;
+    const char *peer;          /* "127.0.0.1", "unix:uid=1000,pid=42" (cr_peer_label) */
     int status;
     double ms;
     unsigned long long bytes_in;

@@ -281,8 +281,8 @@ static void render_memory(text *t, const cr_metrics_gauges *g)
     put(t, "# HELP crunchd_memory_budget_bytes The memory budget, --max-memory-mb.\n"
            "# TYPE crunchd_memory_budget_bytes gauge\ncrunchd_memory_budget_bytes %llu\n",
         (unsigned long long)cr_mem_limit());
-    put(t, "# HELP crunchd_memory_charged_bytes Memory charged to the budget, by kind (backend: "
-           "cached pinned memory held outside any request).\n# TYPE crunchd_memory_charged_bytes gauge\n");
+    put(t, "# HELP crunchd_memory_charged_bytes Memory charged to the budget, by kind (shm: registered "
+           "shared memory regions; backend: cached pinned memory held outside any request).\n# TYPE crunchd_memory_charged_bytes gauge\n");
     for (int k = 0; k < CR_MEM_KINDS; k++)
         put(t, "crunchd_memory_charged_bytes{kind=\"%s\"} %llu\n", cr_mem_kind_name((cr_mem_kind)k),
             (unsigned long long)cr_mem_charged((cr_mem_kind)k));
@@ -297,8 +297,8 @@ static void render_memory(text *t, const cr_metrics_gauges *g)
     put(t, "# HELP crunchd_shm_regions System shared memory regions registered by clients.\n"
            "# TYPE crunchd_shm_regions gauge\ncrunchd_shm_regions %llu\n",
         (unsigned long long)g->shm_regions);
-    put(t, "# HELP crunchd_shm_registered_bytes Bytes of the registered shared memory regions: the "
-           "clients' memory, outside the budget (at most --shm-max-mb).\n"
+    put(t, "# HELP crunchd_shm_registered_bytes Bytes of the registered shared memory regions (at most "
+           "--shm-max-mb; charged to the budget as kind shm).\n"
            "# TYPE crunchd_shm_registered_bytes gauge\ncrunchd_shm_registered_bytes %llu\n",
         (unsigned long long)g->shm_registered_bytes);
     put(t, "# HELP crunchd_cuda_shm_regions CUDA shared memory regions (clients' device memory) registered.\n"

@@ -17,7 +17,7 @@ def seconds(v):
 def test_compose_stack():
     c = load_yaml(COMPOSE / "docker-compose.yml")
     svc = c["services"]
-    assert set(svc) == {"crunchd", "prometheus", "grafana"}
+    assert set(svc) == {"crunchd", "prometheus", "grafana", "client"}
     cr = svc["crunchd"]
     assert cr["build"]["dockerfile"] == "Dockerfile"
     assert (COMPOSE / cr["build"]["context"] / "Dockerfile").resolve() == (ROOT / "Dockerfile").resolve()
@@ -44,3 +44,24 @@ def test_cpu_overlay_drops_the_gpu():
     cpu = load_yaml(COMPOSE / "docker-compose.cpu.yml")
     assert cpu["services"]["crunchd"]["environment"]["CRUNCHD_BACKEND"] == "cpu"
     assert re.search(r"^\s+deploy: !reset", text, re.M)
+
+
+def test_sidecar_shares_the_unix_socket():
+    """The socket lives in a named volume both services mount; the sidecar is opt-in (a
+    profile), runs as the daemon's uid, and shares crunchd's IPC and pid namespaces so system
+    shared memory works and its regions die with it."""
+    c = load_yaml(COMPOSE / "docker-compose.yml")
+    cr, client = c["services"]["crunchd"], c["services"]["client"]
+    sock = cr["environment"]["CRUNCHD_UNIX_SOCKET"]
+    sock_dir = sock.rsplit("/", 1)[0]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in cr["volumes"]}
+    volume = mounts[sock_dir]
+    assert volume in c["volumes"], "the socket's volume must be a named volume"
+    assert f"{volume}:{sock_dir}" in client["volumes"]
+    assert client["profiles"] == ["sidecar"]
+    assert client["user"].split(":")[0] == "10001"
+    assert cr["ipc"] == "shareable" and client["ipc"] == "service:crunchd"
+    assert client["pid"] == "service:crunchd"
+    assert f"--unix-socket {sock}" in " ".join(client["command"])
+    assert int(cr["environment"]["CRUNCHD_UNIX_SOCKET_MODE"], 8) & 0o007 == 0, "not for everyone"
+    assert sock_dir == "/run/crunchd" and "/run/crunchd" in (ROOT / "Dockerfile").read_text()

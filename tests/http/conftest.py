@@ -11,6 +11,7 @@ port file and then GET /readyz (bounded, never a fixed sleep), writes its stderr
 its own, and on teardown gets SIGTERM and must exit 0 with no sanitizer report in its log.
 """
 
+import http.client
 import json
 import math
 import os
@@ -74,6 +75,9 @@ class Daemon:
         # --tls-cert: https, verified against this CA file (the test's self-signed cert)
         self.scheme = "https" if "--tls-cert" in self.args else "http"
         self.verify = True
+        # --unix-socket PATH: the same routes there too (unix_request)
+        self.unix_path = self.args[self.args.index("--unix-socket") + 1] \
+            if "--unix-socket" in self.args else None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self):
@@ -90,6 +94,9 @@ class Daemon:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + START_TIMEOUT_S
+        if self.socket_only:
+            self.wait_unix_ready(deadline)
+            return self
         while True:
             if self.proc.poll() is not None:
                 raise DaemonError(f"{cmd} exited with {self.proc.returncode} before listening:\n"
@@ -126,6 +133,28 @@ class Daemon:
         self.kill()
         raise DaemonError(f"/readyz not 200 within {START_TIMEOUT_S}s (last: {last}):\n"
                           + self.log_tail())
+
+    @property
+    def socket_only(self):
+        """--bind none: no TCP, no port file; ready when /readyz answers on the socket."""
+        return "--bind" in self.args and self.args[self.args.index("--bind") + 1] == "none"
+
+    def wait_unix_ready(self, deadline):
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise DaemonError(f"daemon exited with {self.proc.returncode}:\n" + self.log_tail())
+            try:
+                status, _, body = self.unix_request("GET", "/readyz", timeout=5)
+                last = (status, body)
+                if status == 200:
+                    return
+            except OSError as e:
+                last = repr(e)
+            time.sleep(POLL_S)
+        self.kill()
+        raise DaemonError(f"/readyz on {self.unix_path} not 200 within {START_TIMEOUT_S}s (last: "
+                          f"{last}):\n" + self.log_tail())
 
     def signal(self, sig):
         self.proc.send_signal(sig)
@@ -205,6 +234,10 @@ class Daemon:
             h.setdefault("Content-Type", "application/json")
         return self.request("POST", path, headers=h, **kw)
 
+    def unix_request(self, method, path, body=None, headers=None, timeout=None):
+        """One request over --unix-socket: (status, headers, body bytes)."""
+        return unix_http(self.unix_path, method, path, body, headers, timeout)
+
     # -- async jobs ----------------------------------------------------------------------------
     def submit(self, body, delay_ms=None, **kw):
         r = self.post("/v1/jobs", body, delay_ms=delay_ms, **kw)
@@ -250,14 +283,17 @@ class Daemon:
 
 @pytest.fixture(scope="session")
 def daemon(tmp_path_factory):
-    """The shared daemon: --workers 2 --queue-depth 64 --test-hooks --result-ttl-s 2."""
+    """The shared daemon: --workers 2 --queue-depth 64 --test-hooks --result-ttl-s 2, on a Unix
+    socket too (d.unix_path)."""
+    sock_dir = tempfile.mkdtemp(prefix="crunchd-s-", dir="/tmp")  # sun_path: 107 bytes at most
     d = Daemon(["--workers", str(SESSION_WORKERS), "--queue-depth", str(SESSION_QUEUE_DEPTH),
                 "--test-hooks", "--result-ttl-s", str(SESSION_RESULT_TTL_S),
-                "--drain-timeout-s", "10"],
+                "--drain-timeout-s", "10", "--unix-socket", os.path.join(sock_dir, "crunchd.sock")],
                name="session", workdir=tmp_path_factory.mktemp("session-daemon"))
     d.start()
     yield d
     d.stop()
+    os.rmdir(sock_dir)  # the daemon removed its socket: an error here says it did not
 
 
 @pytest.fixture
@@ -403,6 +439,36 @@ def check_job_body(body, op, dtype, backend=BACKEND):
         assert isinstance(t[phase], (int, float)) and t[phase] >= 0, t
     rate = "gbps" if op == "histogram" else "gflops"
     assert isinstance(body[rate], (int, float)) and body[rate] >= 0, body.get(rate)
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over an AF_UNIX stream socket (what curl --unix-socket does)."""
+
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+def unix_http(sock_path, method, path, body=None, headers=None, timeout=None):
+    """One HTTP request over a Unix socket: (status, headers dict, body bytes). A dict or list
+    body goes as JSON."""
+    h = dict(headers or {})
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body, allow_nan=False).encode()
+        h.setdefault("Content-Type", "application/json")
+    conn = UnixHTTPConnection(sock_path, timeout or HTTP_TIMEOUT_S)
+    try:
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        conn.close()
 
 
 def raw_exchange(port, data, timeout):

@@ -373,3 +373,17 @@ def test_a_held_region_cannot_vanish(daemon, client, dev):
     assert "err" not in done, done.get("err")
     assert_close(done["res"].as_numpy("c"), a.T @ a, 8, "float32")
     client.unregister_cuda_shared_memory("chold")  # released before the answer: no retry needed
+
+
+@needs_cuda
+def test_idle_regions_are_unregistered(start_daemon, dev):
+    d = start_daemon("--shm-idle-s", "1")
+    c = tc.InferenceServerClient(f"127.0.0.1:{d.port}", network_timeout=HTTP_TIMEOUT_S)
+    register(c, "cidle", dev.create("cidle", 4096), 4096)
+    assert [x["name"] for x in c.get_cuda_shared_memory_status()] == ["cidle"]
+    deadline = time.monotonic() + 15
+    while c.get_cuda_shared_memory_status():  # the daemon's own timer, nobody else asks
+        assert time.monotonic() < deadline, "the idle region stayed registered"
+        time.sleep(0.1)
+    assert "CUDA shared memory region 'cidle' unregistered: unused" in d.log_text()
+    c.close()

@@ -47,9 +47,14 @@ def curl_lines():
 CURLS = curl_lines()
 
 
-def localize(cmd, port):
+README_SOCKET = "/run/crunchd/crunchd.sock"
+
+
+def localize(cmd, port, sock=None):
     cmd = re.sub(r"(https?://)?(localhost|127\.0\.0\.1|0\.0\.0\.0):8080",
                  lambda m: f"{m.group(1) or ''}127.0.0.1:{port}", cmd)
+    if sock:
+        cmd = cmd.replace(README_SOCKET, sock)
     return re.sub(r"^curl ", "curl -sS -f --max-time 60 ", cmd)
 
 
@@ -57,8 +62,9 @@ def localize(cmd, port):
 @pytest.mark.parametrize("block,cmd", CURLS, ids=[f"block{b}-{i}" for i, (b, _) in
                                                    enumerate(CURLS)])
 def test_readme_curl(daemon, block, cmd):
-    line = localize(cmd, daemon.port)
-    assert f"127.0.0.1:{daemon.port}" in line or "localhost" not in line, line
+    line = localize(cmd, daemon.port, daemon.unix_path)
+    assert f"127.0.0.1:{daemon.port}" in line or "localhost" not in line or \
+        f"--unix-socket {daemon.unix_path} " in line, line
     p = subprocess.run(["bash", "-c", line], cwd=ROOT, capture_output=True, text=True,
                        timeout=120, env=dict(os.environ, PORT=str(daemon.port)))
     assert p.returncode == 0, f"{line}\nexit {p.returncode}\nstdout: {p.stdout[:500]}\n" \

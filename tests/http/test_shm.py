@@ -491,7 +491,7 @@ def test_regions_survive_a_refused_inference(client, regions):
 # -- limits, auth, shutdown ------------------------------------------------------------------------
 
 def test_shm_max_mb(start_daemon, regions):
-    d = start_daemon("--shm-max-mb", "1")
+    d = start_daemon("--shm-max-mb", "1", "--shm-client-max-mb", "1")
     c = client_for(d)
     try:
         _, key, name = regions.create(2 << 20)

@@ -1,8 +1,11 @@
 /* The shared-memory region table (server/kserve/shm_region.c) and borrowed request buffers
- * (server/request.c): validation, the cap, holds against unregistering, aliasing, the backend's
- * pin/unpin pairing (a fake backend counts them), and that borrowed memory is never charged to
- * the budget nor freed. */
+ * (server/request.c): validation, the caps (in all and per client), the budget's charge, holds
+ * against unregistering, aliasing, the backend's pin/unpin pairing (a fake backend counts them),
+ * the sweep (unlinked objects, idle regions, exited owners), and that borrowed memory is never
+ * charged to the budget nor freed. */
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +13,7 @@
 #include <unistd.h>
 
 #include "tests/unit/check.h"
+#include "server/clock.h"
 #include "server/kserve/shm_region.h"
 #include "server/memory.h"
 #include "server/request.h"
@@ -56,19 +60,19 @@ static void test_validation(void)
     cr_error e;
     const char *bad_keys[] = {"", "/", "x", "/a/b", "/..", "/a..b", "/.", "/sp ace", "/../etc/passwd", NULL};
     for (int i = 0; bad_keys[i]; i++) {
-        CHECK_MSG(cr_shm_register("n", bad_keys[i], 0, 16, &e) == -1 && e.http == 400 &&
+        CHECK_MSG(cr_shm_register("n", bad_keys[i], 0, 16, NULL, &e) == -1 && e.http == 400 &&
                       strcmp(e.field, "key") == 0,
                   "key '%s' must be refused (got %d %s)", bad_keys[i], e.http, e.field);
     }
     char long_key[CR_SHM_KEY_MAX + 8] = "/";
     memset(long_key + 1, 'k', CR_SHM_KEY_MAX);
-    CHECK(cr_shm_register("n", long_key, 0, 16, &e) == -1 && e.http == 400);
-    CHECK(cr_shm_register("bad/name", "/k", 0, 16, &e) == -1 && e.http == 400 && strcmp(e.field, "name") == 0);
-    CHECK(cr_shm_register("", "/k", 0, 16, &e) == -1 && strcmp(e.field, "name") == 0);
-    CHECK(cr_shm_register("n", "/k", 0, 0, &e) == -1 && strcmp(e.field, "byte_size") == 0);
-    CHECK(cr_shm_register("n", "/crunchd-unit-missing", 0, 16, &e) == -1 && e.http == 400 &&
+    CHECK(cr_shm_register("n", long_key, 0, 16, NULL, &e) == -1 && e.http == 400);
+    CHECK(cr_shm_register("bad/name", "/k", 0, 16, NULL, &e) == -1 && e.http == 400 && strcmp(e.field, "name") == 0);
+    CHECK(cr_shm_register("", "/k", 0, 16, NULL, &e) == -1 && strcmp(e.field, "name") == 0);
+    CHECK(cr_shm_register("n", "/k", 0, 0, NULL, &e) == -1 && strcmp(e.field, "byte_size") == 0);
+    CHECK(cr_shm_register("n", "/crunchd-unit-missing", 0, 16, NULL, &e) == -1 && e.http == 400 &&
           strstr(e.message, "cannot open") != NULL);
-    CHECK(cr_shm_register("n", "/k", 0, (8ull << 20) + 1, &e) == -1 && e.http == 413);
+    CHECK(cr_shm_register("n", "/k", 0, (8ull << 20) + 1, NULL, &e) == -1 && e.http == 413);
 }
 
 static void test_register_hold_unregister(void)
@@ -76,10 +80,10 @@ static void test_register_hold_unregister(void)
     char key[64];
     cr_error e;
     make_object(key, sizeof key, 10000);
-    CHECK(cr_shm_register("r1", key, 5000, 5001, &e) == -1 && strstr(e.message, "past the end") != NULL);
-    CHECK(cr_shm_register("r1", key, 4099, 5000, &e) == 0); /* not page-aligned */
+    CHECK(cr_shm_register("r1", key, 5000, 5001, NULL, &e) == -1 && strstr(e.message, "past the end") != NULL);
+    CHECK(cr_shm_register("r1", key, 4099, 5000, NULL, &e) == 0); /* not page-aligned */
     CHECK(pinned == 1);
-    CHECK(cr_shm_register("r1", key, 0, 16, &e) == -1 && e.http == 409 && strcmp(e.code, "already_exists") == 0);
+    CHECK(cr_shm_register("r1", key, 0, 16, NULL, &e) == -1 && e.http == 409 && strcmp(e.code, "already_exists") == 0);
     uint64_t n, bytes;
     cr_shm_usage(&n, &bytes);
     CHECK(n == 1 && bytes == 5000);
@@ -116,11 +120,11 @@ static void test_cap_and_aliasing(void)
     char key[64];
     cr_error e;
     make_object(key, sizeof key, 3u << 20);
-    CHECK(cr_shm_register("c1", key, 0, 4u << 20, &e) == -1 && e.http == 400); /* past the object */
-    CHECK(cr_shm_register("c1", key, 0, 2u << 20, &e) == 0);
-    CHECK(cr_shm_register("c2", key, 1u << 20, 2u << 20, &e) == 0); /* the same bytes, aliased */
+    CHECK(cr_shm_register("c1", key, 0, 4u << 20, NULL, &e) == -1 && e.http == 400); /* past the object */
+    CHECK(cr_shm_register("c1", key, 0, 2u << 20, NULL, &e) == 0);
+    CHECK(cr_shm_register("c2", key, 1u << 20, 2u << 20, NULL, &e) == 0); /* the same bytes, aliased */
     /* 4 MiB and r1's 5000 bytes registered: 4 MiB more would pass the 8 MiB cap */
-    CHECK(cr_shm_register("c3", key, 0, 4u << 20, &e) == -1 && e.http == 507 &&
+    CHECK(cr_shm_register("c3", key, 0, 4u << 20, NULL, &e) == -1 && e.http == 507 &&
           strcmp(e.code, "shm_limit") == 0);
     void *p, *q;
     cr_shm_region *a = cr_shm_acquire("c1", 1u << 20, 64, 1, "a", &p, &e);
@@ -142,7 +146,7 @@ static void test_pin_failure_is_not_fatal(void)
     make_object(key, sizeof key, 4096);
     pin_ok = false;
     int before = pinned, unpins = unpinned;
-    CHECK(cr_shm_register("nopin", key, 0, 4096, &e) == 0);
+    CHECK(cr_shm_register("nopin", key, 0, 4096, NULL, &e) == 0);
     CHECK(pinned == before);
     CHECK(cr_shm_unregister("nopin", &e) == 0 && unpinned == unpins); /* never pinned: never unpinned */
     CHECK(cr_shm_unregister("nopin", &e) == 0);                        /* unknown: no error */
@@ -190,23 +194,153 @@ static void test_borrowed_buffers(void)
     cr_mem_set_limit(0);
 }
 
+/* c1 and c2 of test_cap_and_aliasing lost their object (unlinked) and nobody holds them: the
+ * sweep takes them; r1 lost its object too but a request holds it, so it stays. */
+static void test_sweep_unlinked(void)
+{
+    int unpins = unpinned;
+    CHECK(cr_shm_sweep(cr_now()) == 2);
+    CHECK(unpinned == unpins + 2);
+    uint64_t n, bytes;
+    cr_shm_usage(&n, &bytes);
+    CHECK(n == 1 && bytes == 5000);
+    cr_shm_info *list;
+    size_t count;
+    cr_error e;
+    CHECK(cr_shm_status("c1", &list, &count, &e) == -1 && e.http == 404);
+}
+
+static cr_shm_owner owner(const char *client, int pid)
+{
+    cr_shm_owner o = {.pid = pid};
+    snprintf(o.client, sizeof o.client, "%s", client);
+    return o;
+}
+
+static void test_client_caps(void)
+{
+    char key[64];
+    cr_error e;
+    cr_shm_limits lim = {.max_bytes = 8u << 20, .client_max_bytes = 1u << 20, .backend = &fake};
+    cr_shm_init(&lim);
+    make_object(key, sizeof key, 2u << 20);
+    cr_shm_owner a = owner("ip:10.0.0.1", 0), b = owner("uid:1000", 0);
+    CHECK(cr_shm_register("a1", key, 0, 600u << 10, &a, &e) == 0);
+    CHECK(cr_shm_register("a2", key, 0, 500u << 10, &a, &e) == -1 && e.http == 507 &&
+          strstr(e.message, "--shm-client-max-mb") != NULL && strstr(e.message, "ip:10.0.0.1") != NULL);
+    CHECK(cr_shm_register("b1", key, 0, 600u << 10, &b, &e) == 0); /* another client: its own room */
+    CHECK(cr_shm_register("a3", key, 0, 2u << 20, &a, &e) == -1 && e.http == 413 &&
+          strstr(e.message, "--shm-client-max-mb") != NULL);
+    CHECK(cr_shm_register("a2", key, 0, 400u << 10, &a, &e) == 0); /* exactly to the cap */
+    CHECK(cr_shm_unregister("a1", &e) == 0);
+    CHECK(cr_shm_register("a4", key, 0, 600u << 10, &a, &e) == 0); /* the room came back */
+    CHECK(cr_shm_unregister("a2", &e) == 0 && cr_shm_unregister("a4", &e) == 0 && cr_shm_unregister("b1", &e) == 0);
+    shm_unlink(key);
+}
+
+static void test_budget_charge(void)
+{
+    char key[64];
+    cr_error e;
+    cr_shm_limits lim = {.max_bytes = 8u << 20, .client_max_bytes = 8u << 20, .backend = &fake};
+    cr_shm_init(&lim);
+    cr_mem_set_limit(2u << 20);
+    uint64_t before = cr_mem_charged(CR_MEM_SHM);
+    make_object(key, sizeof key, 4u << 20);
+    CHECK(cr_shm_register("m1", key, 0, 1536u << 10, NULL, &e) == 0);
+    CHECK(cr_mem_charged(CR_MEM_SHM) == before + (1536u << 10));
+    int pins = pinned;
+    CHECK(cr_shm_register("m2", key, 0, 1u << 20, NULL, &e) == -1 && e.http == 503 &&
+          strcmp(e.code, "memory_budget") == 0);
+    CHECK(pinned == pins); /* refused before anything was mapped or pinned */
+    CHECK(cr_shm_register("m3", key, 0, 3u << 20, NULL, &e) == -1 && e.http == 413);
+    CHECK(cr_shm_unregister("m1", &e) == 0);
+    CHECK(cr_mem_charged(CR_MEM_SHM) == before);
+    cr_mem_set_limit(0);
+    shm_unlink(key);
+}
+
+static void test_sweep_idle(void)
+{
+    char key[64];
+    cr_error e;
+    void *p;
+    cr_shm_limits lim = {.max_bytes = 8u << 20, .client_max_bytes = 8u << 20, .idle_s = 10, .backend = &fake};
+    cr_shm_init(&lim);
+    make_object(key, sizeof key, 4096);
+    CHECK(cr_shm_register("idle", key, 0, 4096, NULL, &e) == 0);
+    CHECK(cr_shm_sweep(cr_now() + 5) == 0);
+    cr_shm_region *h = cr_shm_acquire("idle", 0, 16, 1, "x", &p, &e);
+    CHECK(h != NULL);
+    CHECK(cr_shm_sweep(cr_now() + 60) == 0); /* held: never idle, however long its job runs */
+    cr_shm_release(h);                       /* its use ends now: idle from here */
+    CHECK(cr_shm_sweep(cr_now() + 5) == 0);
+    CHECK(cr_shm_sweep(cr_now() + 11) == 1);
+    CHECK(cr_shm_status("idle", &(cr_shm_info *){NULL}, &(size_t){0}, &e) == -1 && e.http == 404);
+    lim.idle_s = 0; /* never */
+    cr_shm_init(&lim);
+    CHECK(cr_shm_register("idle", key, 0, 4096, NULL, &e) == 0);
+    CHECK(cr_shm_sweep(cr_now() + 1e6) == 0);
+    CHECK(cr_shm_unregister("idle", &e) == 0);
+    shm_unlink(key);
+}
+
+/* A region registered over the Unix socket lives no longer than its registering process: gone
+ * once it exits, even before its parent reaps it (a zombie's pid is not yet free for reuse, and
+ * a pidfd tells exit from reuse anyway). */
+static void test_sweep_exited_owner(void)
+{
+    char key[64];
+    cr_error e;
+    cr_shm_limits lim = {.max_bytes = 8u << 20, .client_max_bytes = 8u << 20, .backend = &fake};
+    cr_shm_init(&lim);
+    make_object(key, sizeof key, 4096);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    cr_shm_owner o = owner("uid:1000", (int)child);
+    CHECK(cr_shm_register("mine", key, 0, 4096, &o, &e) == 0);
+    CHECK(cr_shm_sweep(cr_now()) == 0);
+    kill(child, SIGKILL);
+    siginfo_t si;
+    CHECK(waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT) == 0); /* exited, not reaped */
+    CHECK(cr_shm_sweep(cr_now()) == 1);
+    CHECK(waitpid(child, NULL, 0) == child);
+    CHECK(cr_shm_register("mine", key, 0, 4096, &o, &e) == -1 && e.http == 400 &&
+          strstr(e.message, "exited") != NULL);
+    shm_unlink(key);
+}
+
 int main(void)
 {
     fake.name = "fake";
     fake.host_register = fake_register;
     fake.host_unregister = fake_unregister;
-    cr_shm_init(8u << 20, &fake);
+    cr_shm_limits lim = {.max_bytes = 8u << 20, .client_max_bytes = 8u << 20, .backend = &fake};
+    cr_shm_init(&lim);
     test_validation();
     test_register_hold_unregister();
     test_cap_and_aliasing();
+    test_sweep_unlinked();
     test_pin_failure_is_not_fatal();
     test_borrowed_buffers();
-    int regions_left_pinned = pinned - unpinned; /* r1 (held), c1, c2 stay until shutdown */
-    CHECK(regions_left_pinned == 3);
+    int regions_left_pinned = pinned - unpinned; /* r1 (held) stays until shutdown */
+    CHECK(regions_left_pinned == 1);
     cr_shm_shutdown(); /* at exit, held or not */
     CHECK(pinned == unpinned);
     uint64_t n, bytes;
     cr_shm_usage(&n, &bytes);
     CHECK(n == 0 && bytes == 0);
+    CHECK(cr_mem_charged(CR_MEM_SHM) == 0);
+    test_client_caps();
+    test_budget_charge();
+    test_sweep_idle();
+    test_sweep_exited_owner();
+    CHECK(pinned == unpinned);
+    cr_shm_usage(&n, &bytes);
+    CHECK(n == 0 && bytes == 0 && cr_mem_charged(CR_MEM_SHM) == 0);
     return check_summary("test_shm_region");
 }
