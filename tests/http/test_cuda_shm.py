@@ -124,14 +124,22 @@ CLIENT = textwrap.dedent(r"""
             regions[cmd["name"]] = h
             raw = cshm.get_raw_handle(h)
             out = {"b64": raw.decode() if isinstance(raw, bytes) else raw}
-        elif op == "set":
-            arrs = [np.asarray(a, dtype=cmd["dtype"]).reshape(s) for a, s in zip(cmd["arrays"], cmd["shapes"])]
-            cshm.set_shared_memory_region(regions[cmd["name"]], arrs, offset=cmd.get("offset", 0))
+        elif op == "set":  # the utilities write from the region's start: splice at the offset
+            h = regions[cmd["name"]]
+            whole = cshm.get_contents_as_numpy(h, np.uint8, [h._byte_size]).copy()
+            at = cmd.get("offset", 0)
+            for a in cmd["arrays"]:
+                b = np.frombuffer(base64.b64decode(a), np.uint8)
+                whole[at:at + b.size] = b
+                at += b.size
+            cshm.set_shared_memory_region(h, [whole])
             out = {}
         elif op == "get":
-            a = cshm.get_contents_as_numpy(regions[cmd["name"]], cmd["dtype"], cmd["shape"],
-                                           offset=cmd.get("offset", 0))
-            out = {"data": a.ravel().tolist()}
+            h = regions[cmd["name"]]
+            whole = cshm.get_contents_as_numpy(h, np.uint8, [h._byte_size])
+            n = int(np.prod(cmd["shape"])) * np.dtype(cmd["dtype"]).itemsize
+            at = cmd.get("offset", 0)
+            out = {"data": base64.b64encode(whole[at:at + n].tobytes()).decode()}
         elif op == "destroy":
             cshm.destroy_shared_memory_region(regions.pop(cmd["name"]))
             out = {}
@@ -157,12 +165,12 @@ class DeviceClient:
         return self.call(op="create", name=name, size=size, device=device)["b64"]
 
     def set(self, name, arrays, offset=0):
-        self.call(op="set", name=name, arrays=[a.ravel().tolist() for a in arrays],
-                  shapes=[list(a.shape) for a in arrays], dtype=str(arrays[0].dtype), offset=offset)
+        self.call(op="set", name=name, arrays=[base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()
+                                               for a in arrays], offset=offset)
 
     def get(self, name, dtype, shape, offset=0):
         out = self.call(op="get", name=name, dtype=dtype, shape=list(shape), offset=offset)
-        return np.asarray(out["data"], dtype=dtype).reshape(shape)
+        return np.frombuffer(base64.b64decode(out["data"]), dtype=dtype).reshape(shape)
 
     def close(self):
         for n in self.names:
