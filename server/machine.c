@@ -132,6 +132,9 @@ void cr_config_size(cr_config *c, const cr_machine *m, bool gpu)
      * bounded like the rest of what we hold, with room left for the budget's own. */
     if (!c->shm_max_mb)
         c->shm_max_mb = c->max_memory_mb / 2 > 0 ? c->max_memory_mb / 2 : 1;
+    /* kept results are memory the budget counts: they can never be allowed more */
+    if (c->result_cap_mb > c->max_memory_mb)
+        c->result_cap_mb = c->max_memory_mb;
 }
 
 void cr_config_describe(const cr_config *c, const cr_machine *m, char *out, size_t n)
