@@ -113,6 +113,8 @@ _BY_CODE = {
     "non_finite": InvalidRequest,
     "unsupported": InvalidRequest,
     "invalid_parameter": InvalidRequest,
+    "invalid_encoding": InvalidRequest,
+    "origin_not_allowed": InvalidRequest,
     "method_not_allowed": InvalidRequest,
     "length_required": InvalidRequest,
     "unsupported_media_type": InvalidRequest,
