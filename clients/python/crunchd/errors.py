@@ -134,6 +134,11 @@ _BY_CODE = {
     "device_memory": DeviceError,
     "deadline_exceeded": DeadlineExceeded,
     "internal": ServerError,
+    # /v2/systemsharedmemory only, which this client does not call: named so that every code of
+    # the contract has its class
+    "already_exists": CrunchdError,
+    "in_use": CrunchdError,
+    "shm_limit": CrunchdError,
 }
 
 _BY_STATUS = {
