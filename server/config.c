@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { OPT_INT, OPT_I64, OPT_STR, OPT_BOOL } opt_kind;
+typedef enum { OPT_INT, OPT_I64, OPT_STR, OPT_BOOL, OPT_LIST } opt_kind;
 
 typedef struct {
     const char *flag;   /* long option name; env var is CRUNCHD_ + upper snake case */
@@ -17,68 +17,75 @@ typedef struct {
     size_t offset;
     size_t size;        /* for strings: buffer size */
     int64_t min, max;   /* for numbers */
+    const char *dflt;   /* the default as --help shows it; derived ones say from what */
     const char *help;
 } opt_spec;
 
 #define F(field) offsetof(cr_config, field), sizeof(((cr_config *)0)->field)
 static const opt_spec specs[] = {
-    {"port", OPT_INT, F(port), 0, 65535, "TCP port to listen on (0: any free port)"},
-    {"bind", OPT_STR, F(bind), 0, 0,
-     "address to bind (127.0.0.1; 0.0.0.0 in containers; none: no TCP, --unix-socket only)"},
-    {"port-file", OPT_STR, F(port_file), 0, 0, "write the bound port to this file once listening"},
-    {"backend", OPT_STR, F(backend), 0, 0, "cuda | cpu | auto (cuda when a GPU answers)"},
-    {"workers", OPT_INT, F(workers), 0, 64,
-     "workers per device, each with its CUDA streams (0: from the CPUs: cuda 2..4, cpu CPUs/2)"},
-    {"queue-depth", OPT_INT, F(queue_depth), 0, 1000000,
-     "jobs waiting before new ones get 503 (0: 64 per worker, at least 256)"},
-    {"http-threads", OPT_INT, F(http_threads), 0, 256,
-     "HTTP threads, the libmicrohttpd pool (0: one per usable CPU, cgroup quota counted, 2..64)"},
-    {"batch-max", OPT_INT, F(batch_max), -1, 1024,
-     "queued jobs of one shape that may share a launch (0: no batching; -1: cuda 32, cpu 0)"},
-    {"batch-delay-us", OPT_INT, F(batch_delay_us), 0, 1000000,
+    {"port", OPT_INT, F(port), 0, 65535, "8080", "TCP port to listen on (0: any free port)"},
+    {"bind", OPT_STR, F(bind), 0, 0, "127.0.0.1",
+     "address to bind (0.0.0.0 in containers; none: no TCP, --unix-socket only)"},
+    {"port-file", OPT_STR, F(port_file), 0, 0, "none", "write the bound port to this file once listening"},
+    {"backend", OPT_STR, F(backend), 0, 0, "auto", "cuda | cpu | auto (cuda when a GPU answers)"},
+    {"workers", OPT_INT, F(workers), 0, 64, "0: from the CPUs, cuda 2..4, cpu CPUs/2",
+     "workers per device, each with its CUDA streams"},
+    {"queue-depth", OPT_INT, F(queue_depth), 0, 1000000, "0: 64 per worker, at least 256",
+     "jobs waiting before new ones get 503"},
+    {"http-threads", OPT_INT, F(http_threads), 0, 256, "0: one per usable CPU, 2..64",
+     "HTTP threads, the libmicrohttpd pool (usable CPUs count the cgroup quota)"},
+    {"batch-max", OPT_INT, F(batch_max), -1, 1024, "-1: cuda 32, cpu 0",
+     "queued jobs of one shape that may share a launch (0: no batching)"},
+    {"batch-delay-us", OPT_INT, F(batch_delay_us), 0, 1000000, "0",
      "how long a batchable job may wait for partners before it runs alone, us"},
-    {"batch-preferred", OPT_STR, F(batch_preferred), 0, 0,
+    {"batch-preferred", OPT_STR, F(batch_preferred), 0, 0, "none",
      "batch sizes to prefer, e.g. 8,16,32 (a batch waits, within the delay, to reach one)"},
-    {"max-connections", OPT_INT, F(max_connections), 1, 1000000, "concurrent connections"},
-    {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), 0, 1000000,
-     "concurrent connections from one IP address (0: no limit)"},
-    {"conn-memory-kb", OPT_INT, F(conn_memory_kb), 4, 1 << 20,
+    {"max-connections", OPT_INT, F(max_connections), 1, 1000000, "1024", "concurrent connections"},
+    {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), 0, 1000000, "0: no limit",
+     "concurrent connections from one IP address"},
+    {"conn-memory-kb", OPT_INT, F(conn_memory_kb), 4, 1 << 20, "256",
      "memory per connection for headers and read buffers, KiB (bigger headers get 431)"},
-    {"conn-timeout-s", OPT_INT, F(conn_timeout_s), 1, 86400,
+    {"conn-timeout-s", OPT_INT, F(conn_timeout_s), 1, 86400, "60",
      "close a connection idle (nothing received or sent) this long, s"},
-    {"max-body-mb", OPT_I64, F(max_body_mb), 1, 1 << 20, "largest request body, MiB"},
-    {"max-json-mb", OPT_I64, F(max_json_mb), 1, 1 << 20, "largest JSON request body, MiB"},
-    {"max-elements", OPT_I64, F(max_elements), 1, INT64_MAX / 16, "largest array, elements"},
-    {"max-bins", OPT_INT, F(max_bins), 1, 1 << 24, "most histogram bins"},
-    {"job-timeout-ms", OPT_I64, F(job_timeout_ms), 1, INT64_MAX / 2, "default job deadline, ms"},
-    {"result-ttl-s", OPT_INT, F(result_ttl_s), 1, 86400 * 30, "keep finished async results, s"},
-    {"result-cap-mb", OPT_I64, F(result_cap_mb), 1, 1 << 20,
-     "memory for kept async results, MiB (oldest finished evicted first; at most --max-memory-mb)"},
-    {"max-memory-mb", OPT_I64, F(max_memory_mb), 0, 1 << 30,
-     "memory budget for everything requests and jobs hold, MiB (0: 3/4 of RAM or the cgroup limit)"},
-    {"shm-max-mb", OPT_I64, F(shm_max_mb), 0, 1 << 30,
-     "system shared memory clients may register at once, MiB, charged to the budget (0: half of "
-     "--max-memory-mb)"},
-    {"shm-client-max-mb", OPT_I64, F(shm_client_max_mb), 0, 1 << 30,
+    {"max-body-mb", OPT_I64, F(max_body_mb), 1, 1 << 20, "4096, at least --max-json-mb",
+     "largest request body, MiB (decoded: a gzip body counts what it inflates to)"},
+    {"max-json-mb", OPT_I64, F(max_json_mb), 1, 1 << 20, "256, at most --max-body-mb",
+     "largest JSON request body, MiB (decoded)"},
+    {"max-elements", OPT_I64, F(max_elements), 1, INT64_MAX / 16, "2147483648", "largest array, elements"},
+    {"max-bins", OPT_INT, F(max_bins), 1, 1 << 24, "1048576", "most histogram bins"},
+    {"job-timeout-ms", OPT_I64, F(job_timeout_ms), 1, INT64_MAX / 2, "60000", "default job deadline, ms"},
+    {"result-ttl-s", OPT_INT, F(result_ttl_s), 1, 86400 * 30, "300", "keep finished async results, s"},
+    {"result-cap-mb", OPT_I64, F(result_cap_mb), 1, 1 << 20, "4096, at most --max-memory-mb",
+     "memory for kept async results, MiB (oldest finished evicted first)"},
+    {"max-memory-mb", OPT_I64, F(max_memory_mb), 0, 1 << 30, "0: 3/4 of RAM or the cgroup limit",
+     "memory budget for everything requests and jobs hold, MiB"},
+    {"shm-max-mb", OPT_I64, F(shm_max_mb), 0, 1 << 30, "0: half of --max-memory-mb",
+     "system shared memory clients may register at once, MiB, charged to the budget"},
+    {"shm-client-max-mb", OPT_I64, F(shm_client_max_mb), 0, 1 << 30, "0: a quarter of --shm-max-mb",
      "of which one client may register, MiB (client: the token with --auth-token-file, else the "
-     "IP address, or the uid on --unix-socket; 0: a quarter of --shm-max-mb)"},
-    {"shm-idle-s", OPT_INT, F(shm_idle_s), 0, 86400 * 30,
+     "IP address, or the uid on --unix-socket)"},
+    {"shm-idle-s", OPT_INT, F(shm_idle_s), 0, 86400 * 30, "600",
      "unregister shared memory regions no request used for this long, s (0: never)"},
-    {"drain-timeout-s", OPT_INT, F(drain_timeout_s), 1, 86400, "SIGTERM grace period, s"},
-    {"log-format", OPT_STR, F(log_format), 0, 0, "text | json"},
-    {"auth-token-file", OPT_STR, F(auth_token_file), 0, 0,
+    {"drain-timeout-s", OPT_INT, F(drain_timeout_s), 1, 86400, "30", "SIGTERM grace period, s"},
+    {"log-format", OPT_STR, F(log_format), 0, 0, "text", "text | json"},
+    {"gzip-level", OPT_INT, F(gzip_level), 0, 9, "1",
+     "zlib level of gzip/deflate answers to clients that send Accept-Encoding (0: never compress)"},
+    {"cors-origin", OPT_LIST, F(cors_origin), 0, 0, "none: CORS off",
+     "browser origins allowed to call the API (https://app.example:8443; \"*\": any); repeat "
+     "the flag or separate with commas"},
+    {"auth-token-file", OPT_STR, F(auth_token_file), 0, 0, "none",
      "require 'Authorization: Bearer <token>' (token read from this file at start)"},
-    {"metrics-auth", OPT_BOOL, F(metrics_auth), 0, 0, "/metrics needs the token too"},
-    {"tls-cert", OPT_STR, F(tls_cert), 0, 0, "serve HTTPS with this PEM certificate (with --tls-key)"},
-    {"tls-key", OPT_STR, F(tls_key), 0, 0, "the PEM private key of --tls-cert"},
-    {"unix-socket", OPT_STR, F(unix_socket), 0, 0,
+    {"metrics-auth", OPT_BOOL, F(metrics_auth), 0, 0, "off", "/metrics needs the token too"},
+    {"tls-cert", OPT_STR, F(tls_cert), 0, 0, "none", "serve HTTPS with this PEM certificate (with --tls-key)"},
+    {"tls-key", OPT_STR, F(tls_key), 0, 0, "none", "the PEM private key of --tls-cert"},
+    {"unix-socket", OPT_STR, F(unix_socket), 0, 0, "none",
      "also serve every route on this Unix socket (a stale file is replaced, a live one refused; "
      "no TLS there)"},
-    {"unix-socket-mode", OPT_STR, F(unix_socket_mode), 0, 0,
+    {"unix-socket-mode", OPT_STR, F(unix_socket_mode), 0, 0, "0660",
      "permissions of --unix-socket, octal (0660: the daemon's user and group)"},
-    {"unix-socket-group", OPT_STR, F(unix_socket_group), 0, 0,
+    {"unix-socket-group", OPT_STR, F(unix_socket_group), 0, 0, "the daemon's",
      "group of --unix-socket, a name or a gid (the daemon must belong to it)"},
-    {"test-hooks", OPT_BOOL, F(test_hooks), 0, 0,
+    {"test-hooks", OPT_BOOL, F(test_hooks), 0, 0, "off",
      "honour X-Crunchd-Debug-Delay-Ms (for tests only)"},
 };
 #undef F
@@ -99,14 +106,15 @@ static void set_defaults(cr_config *c)
     c->conn_memory_kb = 256;
     c->conn_timeout_s = 60;
     c->max_body_mb = 4096;
-    c->max_json_mb = 256;
+    c->max_json_mb = 256; /* derive_limits: at most --max-body-mb unless given */
     c->max_elements = (int64_t)1 << 31;
     c->max_bins = 1 << 20;
     c->job_timeout_ms = 60000;
     c->result_ttl_s = 300;
-    c->result_cap_mb = 4096;
+    c->result_cap_mb = 4096; /* at most the memory budget: cr_config_size */
     c->drain_timeout_s = 30;
     c->shm_idle_s = 600;
+    c->gzip_level = 1; /* JSON shrinks 3-4x at level 1 for a fraction of level 6's time */
     strcpy(c->log_format, "text");
     strcpy(c->unix_socket_mode, "0660");
 }
@@ -119,9 +127,25 @@ static void env_name(const opt_spec *s, char *out, size_t n)
     out[j] = '\0';
 }
 
+/* A list option given again appends (comma-separated); `fresh` starts it over (the first flag
+ * replaces what the environment said). */
+static int append_list(char *base, size_t size, const char *v, bool fresh, const char *from, FILE *err)
+{
+    size_t have = fresh ? 0 : strlen(base);
+    if (have + (have > 0) + strlen(v) >= size) {
+        fprintf(err, "crunchd: %s: list too long (max %zu characters)\n", from, size - 1);
+        return -1;
+    }
+    snprintf(base + have, size - have, "%s%s", have ? "," : "", v);
+    return 0;
+}
+
 static int parse_value(cr_config *c, const opt_spec *s, const char *v, const char *from, FILE *err)
 {
     char *base = (char *)c + s->offset;
+    c->given |= (uint64_t)1 << (s - specs);
+    if (s->kind == OPT_LIST)
+        return append_list(base, s->size, v, false, from, err);
     if (s->kind == OPT_STR) {
         if (strlen(v) >= s->size) {
             fprintf(err, "crunchd: %s: value too long (max %zu)\n", from, s->size - 1);
@@ -212,8 +236,30 @@ static int check_choices(cr_config *c, FILE *err)
     }
     if (check_unix_socket(c, err) < 0)
         return -1;
+    return 0;
+}
+
+bool cr_config_given(const cr_config *c, const char *flag)
+{
+    for (size_t i = 0; i < N_SPECS; i++)
+        if (strcmp(specs[i].flag, flag) == 0)
+            return c->given & ((uint64_t)1 << i);
+    return false;
+}
+
+/* A limit whose default follows another follows it unless given: --max-body-mb 1 alone lowers
+ * the JSON limit with it, --max-json-mb 8192 alone raises the body limit. Two given limits that
+ * contradict each other are an error. */
+static int derive_limits(cr_config *c, FILE *err)
+{
+    bool body = cr_config_given(c, "max-body-mb"), json = cr_config_given(c, "max-json-mb");
+    if (!json && c->max_json_mb > c->max_body_mb)
+        c->max_json_mb = c->max_body_mb;
+    if (json && !body && c->max_json_mb > c->max_body_mb)
+        c->max_body_mb = c->max_json_mb;
     if (c->max_json_mb > c->max_body_mb) {
-        fprintf(err, "crunchd: --max-json-mb must not exceed --max-body-mb\n");
+        fprintf(err, "crunchd: --max-json-mb (%lld) must not exceed --max-body-mb (%lld)\n",
+                (long long)c->max_json_mb, (long long)c->max_body_mb);
         return -1;
     }
     return 0;
@@ -245,16 +291,22 @@ void cr_config_usage(FILE *out)
         char name[64], arg[24] = "";
         env_name(&specs[i], name, sizeof name);
         if (specs[i].kind != OPT_BOOL)
-            snprintf(arg, sizeof arg, specs[i].kind == OPT_STR ? " STR" : " N");
-        fprintf(out, "  --%s%s\n      %s [%s]\n", specs[i].flag, arg, specs[i].help, name);
+            snprintf(arg, sizeof arg, specs[i].kind == OPT_STR    ? " STR"
+                                      : specs[i].kind == OPT_LIST ? " LIST"
+                                                                  : " N");
+        fprintf(out, "  --%s%s\n      %s (default: %s) [%s]\n", specs[i].flag, arg, specs[i].help,
+                specs[i].dflt, name);
     }
     fprintf(out, "  --check URL\n      GET an http:// URL (2 s); exit 0 on 2xx, else 1: a health probe\n");
+    fprintf(out, "  --version\n      the version, git revision, build flags and CUDA versions\n");
     fprintf(out, "  --help\n      this text\n");
 }
 
 int cr_config_load(cr_config *c, int argc, char **argv, FILE *err)
 {
-    struct option longopts[N_SPECS + 2];
+    _Static_assert(N_SPECS <= 64, "cr_config.given has a bit per option");
+    struct option longopts[N_SPECS + 3];
+    bool list_from_flag[N_SPECS] = {false};
     set_defaults(c);
     if (load_env(c, err) < 0)
         return -1;
@@ -263,7 +315,8 @@ int cr_config_load(cr_config *c, int argc, char **argv, FILE *err)
                                       specs[i].kind == OPT_BOOL ? no_argument : required_argument,
                                       NULL, (int)i};
     longopts[N_SPECS] = (struct option){"help", no_argument, NULL, 'h'};
-    longopts[N_SPECS + 1] = (struct option){0, 0, 0, 0};
+    longopts[N_SPECS + 1] = (struct option){"version", no_argument, NULL, 'V'};
+    longopts[N_SPECS + 2] = (struct option){0, 0, 0, 0};
     optind = 1;
     opterr = 0;
     for (;;) {
@@ -275,6 +328,8 @@ int cr_config_load(cr_config *c, int argc, char **argv, FILE *err)
             cr_config_usage(stdout);
             return 1;
         }
+        if (r == 'V')
+            return 2;
         if (r == '?' || r == ':') {
             fprintf(err, "crunchd: unknown option or missing value: %s (see --help)\n",
                     argv[optind - 1]);
@@ -282,6 +337,10 @@ int cr_config_load(cr_config *c, int argc, char **argv, FILE *err)
         }
         char from[64];
         snprintf(from, sizeof from, "--%s", specs[r].flag);
+        if (specs[r].kind == OPT_LIST && !list_from_flag[r]) { /* flags win over the environment */
+            list_from_flag[r] = true;
+            ((char *)c + specs[r].offset)[0] = '\0';
+        }
         if (parse_value(c, &specs[r], specs[r].kind == OPT_BOOL ? "true" : optarg, from, err) < 0)
             return -1;
     }
@@ -289,5 +348,5 @@ int cr_config_load(cr_config *c, int argc, char **argv, FILE *err)
         fprintf(err, "crunchd: unexpected argument '%s' (see --help)\n", argv[optind]);
         return -1;
     }
-    return check_choices(c, err);
+    return check_choices(c, err) < 0 || derive_limits(c, err) < 0 ? -1 : 0;
 }

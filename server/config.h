@@ -35,6 +35,8 @@ typedef struct {
     int shm_idle_s;           /* regions unused this long are unregistered; 0: never */
     int drain_timeout_s;
     char log_format[8];       /* text | json */
+    int gzip_level;           /* zlib level of compressed answers; 0: never compress */
+    char cors_origin[1024];   /* allowed browser origins, comma-separated; empty: CORS off */
     char auth_token_file[256];
     bool metrics_auth;
     char tls_cert[256], tls_key[256];
@@ -43,15 +45,20 @@ typedef struct {
     char unix_socket_group[64]; /* a group name or gid; "": the daemon's */
     unsigned unix_mode;       /* unix_socket_mode parsed */
     bool test_hooks;
+    uint64_t given;           /* a bit per option set by a flag or its variable (config.c) */
 } cr_config;
 
 /* Whether a TCP listener was asked for (--bind none: only --unix-socket). */
 bool cr_config_tcp(const cr_config *c);
 
-/* Defaults, then environment, then flags. Returns 0 to run, 1 when --help was printed,
- * -1 on a bad flag or value (message written to `err`). */
+
+/* Defaults, then environment, then flags, then the defaults that follow other limits. Returns 0
+ * to run, 1 when --help was printed, 2 when --version was asked for, -1 on a bad flag or value
+ * (message written to `err`). */
 int cr_config_load(cr_config *c, int argc, char **argv, FILE *err);
 void cr_config_usage(FILE *out);
+/* Whether the option (its flag's name, "max-body-mb") was set by a flag or its variable. */
+bool cr_config_given(const cr_config *c, const char *flag);
 /* --batch-preferred as numbers (up to max of them into sizes, which may be NULL): how many there
  * are, -1 when malformed. */
 int cr_config_preferred(const cr_config *c, int *sizes, int max);

@@ -12,8 +12,10 @@
  *   400 non_finite         NaN/Infinity where a finite number is required (field named)
  *   400 unknown_kernel     no such kernel for this op on this backend     (field "kernel")
  *   400 unsupported        kernel/backend cannot do this dtype/precision  (field named)
- *   400 invalid_parameter  bad query-string or header value        (field named)
+ *   400 invalid_parameter  bad query-string or header value        (field named; X-Request-Id too)
+ *   400 invalid_encoding   a gzip/deflate body that does not decode (field "Content-Encoding")
  *   401 unauthorized       missing or wrong bearer token
+ *   403 origin_not_allowed a CORS preflight from an origin --cors-origin does not name (field "Origin")
  *   404 not_found          unknown route, or unknown/expired job id
  *   405 method_not_allowed (Allow header set)
  *   409 not_done           result asked for before the job finished; also "cancelled"/"failed" jobs
@@ -23,7 +25,8 @@
  *   413 too_large          body, JSON or declared sizes over a limit (field named when a size)
  *                          or a JSON body too costly to parse (its values outside numeric
  *                          lists; field: the top-level member)
- *   415 unsupported_media_type
+ *   415 unsupported_media_type  a Content-Type the route does not take, or a Content-Encoding
+ *                          other than gzip and deflate (field names the header)
  *   422 shape_mismatch     shapes do not conform                   (field named)
  *   422 non_finite_result  a JSON answer would need Inf/NaN (overflow); .npy carries them
  *   429/503 queue_full     admission control (Retry-After set)

@@ -135,6 +135,9 @@ void cr_config_size(cr_config *c, const cr_machine *m, bool gpu)
     /* One client cannot take every region's room: three more of its size still fit. */
     if (!c->shm_client_max_mb)
         c->shm_client_max_mb = c->shm_max_mb / 4 > 0 ? c->shm_max_mb / 4 : 1;
+    /* kept results are memory the budget counts: they can never be allowed more */
+    if (c->result_cap_mb > c->max_memory_mb)
+        c->result_cap_mb = c->max_memory_mb;
 }
 
 void cr_config_describe(const cr_config *c, const cr_machine *m, char *out, size_t n)

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/build_info.h"
 #include "server/http/check.h"
 #include "server/clock.h"
 #include "server/config.h"
@@ -187,6 +188,8 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "--check") == 0) /* container health checks: no curl needed */
         return cr_check_url(argc > 2 ? argv[2] : NULL);
     int rc = cr_config_load(&cfg, argc, argv, stderr);
+    if (rc == 2)
+        return cr_build_info_print(stdout) < 0 ? EXIT_STARTUP : 0;
     if (rc != 0)
         return rc > 0 ? 0 : EXIT_STARTUP;
     cr_log_init(strcmp(cfg.log_format, "json") == 0);
@@ -202,8 +205,7 @@ int main(int argc, char **argv)
     cr_shm_init(&shm);
     cr_cuda_shm_init(cr_engine_backend(e), cr_engine_device_count(e), cfg.shm_idle_s);
     cr_job_table jobs;
-    int64_t result_cap_mb = cfg.result_cap_mb < cfg.max_memory_mb ? cfg.result_cap_mb : cfg.max_memory_mb;
-    if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)result_cap_mb << 20) < 0) {
+    if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)cfg.result_cap_mb << 20) < 0) {
         cr_engine_stop(e);
         return EXIT_STARTUP;
     }

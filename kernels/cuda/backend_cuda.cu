@@ -53,6 +53,14 @@ static void cuda_shutdown(void)
 
 static int cuda_device_count(void) { return n_devices; }
 
+static void cuda_versions(int *runtime, int *driver)
+{
+    if (cudaRuntimeGetVersion(runtime) != cudaSuccess)
+        *runtime = 0;
+    if (cudaDriverGetVersion(driver) != cudaSuccess) /* 0 with no driver installed */
+        *driver = 0;
+}
+
 static cr_status cuda_device_info(int index, cr_device_info *out)
 {
     cr_cuda_err e = {};
@@ -133,4 +141,5 @@ extern "C" const cr_backend cr_backend_cuda = {
     CR_CUDA_LANES,
     cr_cuda_batch_launch,
     cr_cuda_batch_wait,
+    cuda_versions,
 };

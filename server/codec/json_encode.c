@@ -271,6 +271,10 @@ char *cr_json_job_status(const cr_job *j, size_t *len)
     cr_jbuf_string(&b, cr_op_name(j->req.task.op));
     cr_jbuf_key(&b, "status", false);
     cr_jbuf_string(&b, cr_job_state_name(s));
+    if (j->request_id[0]) {
+        cr_jbuf_key(&b, "request_id", false);
+        cr_jbuf_string(&b, j->request_id);
+    }
     if (s == CR_JOB_DONE || s == CR_JOB_FAILED) {
         cr_jbuf_key(&b, "timings_ms", false);
         jb_timings(&b, &j->ms);

@@ -34,6 +34,7 @@ typedef struct {
 typedef struct cr_job cr_job;
 struct cr_job {
     char id[37];                  /* UUIDv4, text form */
+    char request_id[129];         /* the X-Request-Id of the request that made it */
     cr_request req;
     bool async;
     _Atomic int state;            /* cr_job_state */

@@ -10,6 +10,7 @@
 #include "server/codec/json_encode.h"
 #include "server/codec/npy.h"
 #include "server/codec/numfmt.h"
+#include "server/http/answer_coding.h"
 #include "server/http/respond.h"
 
 #define EDGES_HEADER_MAX 4096
@@ -89,7 +90,6 @@ static void add_headers(cr_conn *c, struct MHD_Response *r, const cr_job *j)
     const cr_task *t = &j->req.task;
     const cr_phase_ms *ms = &j->ms;
     char timing[256];
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-npy");
     MHD_add_response_header(r, "X-Crunchd-Job-Id", j->id);
     MHD_add_response_header(r, "X-Crunchd-Op", cr_op_name(t->op));
     MHD_add_response_header(r, "X-Crunchd-Kernel", cr_job_kernel_name(j) ? cr_job_kernel_name(j) : j->req.kernel.name);
@@ -132,12 +132,10 @@ static enum MHD_Result send_npy(cr_conn *c, cr_job *j)
     }
     cr_job_ref(j);
     b->job = j;
-    const struct MHD_IoVec iov[2] = {{b->header, b->header_len}, {b->data, (size_t)b->data_len}};
-    struct MHD_Response *r = MHD_create_response_from_iovec(iov, b->data_len ? 2 : 1, free_body, b);
-    if (!r) {
-        free_body(b);
+    const cr_span spans[2] = {{b->header, b->header_len}, {b->data, (size_t)b->data_len}};
+    struct MHD_Response *r = cr_answer_response(c, "application/x-npy", spans, 2, free_body, b);
+    if (!r)
         return MHD_NO;
-    }
     add_headers(c, r, j);
     return cr_queue(c, 200, r);
 }

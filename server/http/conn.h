@@ -17,7 +17,9 @@
 #include "server/engine/job_table.h"
 #include "server/error.h"
 #include "server/http/auth.h"
+#include "server/http/cors.h"
 #include "server/http/peer.h"
+#include "server/http/request_id.h"
 #include "server/http/tls.h"
 #include "server/http/unix_listener.h"
 #include "server/obs/metrics.h"
@@ -38,6 +40,7 @@ typedef struct cr_http {
     pthread_mutex_t waiting_mu;   /* guards the list of suspended sync requests (submit.c) */
     struct cr_conn *waiting_head;
     cr_auth auth;                 /* --auth-token-file; disabled when none */
+    cr_cors cors;                 /* --cors-origin; disabled when none */
     cr_tls tls;                   /* --tls-cert/--tls-key, alive as long as the daemon */
 } cr_http;
 
@@ -46,11 +49,14 @@ typedef enum MHD_Result (*cr_handler)(cr_conn *c);
 /* Answers a finished sync job (its result or its error) in a route's own format. */
 typedef enum MHD_Result (*cr_conn_encoder)(cr_conn *c, cr_job *j);
 
+struct cr_inflater;
+
 struct cr_conn {
     cr_http *h;
     struct MHD_Connection *conn;
     cr_peer peer;            /* who connected: IP address, or uid and pid on the Unix socket */
     bool authenticated;      /* carried the bearer token (--auth-token-file) */
+    char request_id[CR_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or one made for it */
     char method[16];
     char path[256];
     const char *id;          /* the first {hole} of the route's path ({id}, {model}), inside path */
@@ -59,6 +65,9 @@ struct cr_conn {
     char *body;
     size_t len, cap, limit;
     struct cr_upload *upload; /* a binary body being streamed into its arrays (upload.c) */
+    struct cr_inflater *inflater; /* decodes a body sent with Content-Encoding (body_coding.c) */
+    size_t wire_len;         /* a coded body's bytes as sent (len counts them decoded) */
+    bool vary_encoding;      /* the answer could have been compressed: Vary: Accept-Encoding */
     const char *limit_msg;   /* the 413 message when the body passes limit; NULL: JSON's */
     bool kserve;             /* a KServe v2 route: its error bodies are {"error": "message"} */
     cr_conn_encoder encode;  /* answers the sync job once resumed; NULL: cr_send_job */

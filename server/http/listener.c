@@ -15,12 +15,14 @@
 #include "kernels/registry.h"
 #include "server/clock.h"
 #include "server/codec/json_encode.h"
+#include "server/http/body.h"
+#include "server/http/body_coding.h"
+#include "server/http/preflight.h"
 #include "server/http/respond.h"
 #include "server/http/routes.h"
 #include "server/http/submit.h"
 #include "server/http/upload.h"
 #include "server/kserve/kserve.h"
-#include "server/memory.h"
 #include "server/obs/log.h"
 
 static enum MHD_Result refuse_405(cr_conn *c, const char *allow)
@@ -73,6 +75,12 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     /* every /v2 answer, 401, 404 and 405 included, in the v2 error shape tritonclient can print */
     c->kserve = strncmp(c->path, "/v2", 3) == 0 && (c->path[3] == '\0' || c->path[3] == '/');
     cr_peer_read(conn, &c->peer);
+    if (cr_request_id_take(cr_header(c, "X-Request-Id"), c->request_id) < 0)
+        return cr_refuse(c, 400, "invalid_parameter", "X-Request-Id",
+                         "X-Request-Id must be 1 to %d characters of A-Z a-z 0-9 . _ : - (this "
+                         "answer's X-Request-Id was made for it)", CR_REQUEST_ID_MAX);
+    if (cr_is_preflight(c)) /* browsers send no token with these */
+        return cr_preflight(c);
     /* Before routing: without the token, unknown paths and known ones look the same. */
     bool exempt = cr_auth_exempt(&h->auth, c->path);
     if (!exempt && !cr_auth_check(&h->auth, cr_header(c, MHD_HTTP_HEADER_AUTHORIZATION)))
@@ -88,6 +96,9 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     c->kserve = r->kserve;
     if (strcmp(r->method, "POST") != 0)
         return MHD_YES;
+    cr_error err;
+    if (cr_body_coding_begin(c, &err) < 0)
+        return cr_send_error(c, &err);
     if (c->kserve)
         return cr_kserve_begin(c);
     if (!is_json_type(cr_header(c, MHD_HTTP_HEADER_CONTENT_TYPE)))
@@ -99,38 +110,23 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     return MHD_YES;
 }
 
-/* The body's buffer grows by doubling; each growth is charged to the memory budget first. */
-static int append_body(cr_conn *c, const char *data, size_t n, cr_error *err)
+/* A chunk of the body, decoded: into the route's reader (binary uploads stream it into their
+ * arrays; JSON and KServe bodies are buffered). */
+static enum MHD_Result read_body(cr_conn *c, const char *data, size_t n)
 {
-    if (c->len + n > c->limit)
-        return -1;
-    if (c->len + n > c->cap) {
-        size_t cap = c->cap ? c->cap : 4096;
-        while (cap < c->len + n)
-            cap *= 2;
-        if (cap > c->limit)
-            cap = c->limit;
-        if (cr_mem_grow(CR_MEM_BODY, c->cap, cap, "the request body", err) < 0)
-            return -2;
-        char *p = realloc(c->body, cap);
-        if (!p) {
-            cr_mem_release(CR_MEM_BODY, cap - c->cap);
-            return -2;
-        }
-        c->body = p;
-        c->cap = cap;
-    }
-    memcpy(c->body + c->len, data, n);
-    c->len += n;
-    return 0;
-}
-
-static void free_body(cr_conn *c)
-{
-    cr_mem_release(CR_MEM_BODY, c->cap);
-    free(c->body);
-    c->body = NULL;
-    c->cap = 0;
+    if (c->upload)
+        return cr_upload_feed(c, data, &n);
+    cr_error err;
+    int rc = cr_body_append(c, data, n, &err);
+    if (rc == -1 && c->inflater) /* a coded body: refused whole once it has arrived */
+        cr_fail(&err, 413, "too_large", "body", "%s (decoded)",
+                c->limit_msg ? c->limit_msg : "the JSON body is larger than --max-json-mb");
+    else if (rc == -1)
+        return cr_refuse(c, 413, "too_large", "body", "%s",
+                         c->limit_msg ? c->limit_msg : "the JSON body is larger than --max-json-mb");
+    if (rc < 0)
+        cr_body_refuse_later(c, &err);
+    return MHD_YES;
 }
 
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -143,26 +139,16 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         return begin(cls, conn, url, method, con_cls);
     if (c->status) /* answered early (413/415/404/405): swallow what the client still sends */
         return (*upload_data_size = 0), MHD_YES;
-    if (*upload_data_size && c->body_refused)
-        return (*upload_data_size = 0), MHD_YES;
-    if (*upload_data_size && c->upload)
-        return cr_upload_feed(c, upload_data, upload_data_size);
     if (*upload_data_size) {
-        cr_error err;
-        cr_fail(&err, 503, "host_memory", "", "out of memory reading the body");
-        int rc = append_body(c, upload_data, *upload_data_size, &err);
-        cr_metrics_bytes_in(*upload_data_size);
+        size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (rc == -1)
-            return cr_refuse(c, 413, "too_large", "body", "%s",
-                             c->limit_msg ? c->limit_msg : "the JSON body is larger than --max-json-mb");
-        if (rc == -2) { /* libmicrohttpd takes no answer mid-body: drop it, answer at the end */
-            free_body(c);
-            c->pending = err;
-            c->has_pending = c->body_refused = true;
-        }
-        return MHD_YES;
+        cr_metrics_bytes_in(n);
+        if (c->body_refused)
+            return MHD_YES;
+        return c->inflater ? cr_body_coding_feed(c, upload_data, n, read_body) : read_body(c, upload_data, n);
     }
+    if (c->inflater)
+        cr_body_coding_end(c);
     if (c->body_refused)
         return cr_send_error(c, &c->pending);
     if (c->waiting)
@@ -187,6 +173,7 @@ static void log_request(const cr_conn *c)
     char shape[64] = "", peer[64];
     cr_peer_label(&c->peer, peer, sizeof peer);
     cr_log_request r = {.method = c->method, .path = c->path, .peer = peer, .status = c->status,
+                        .request_id = c->request_id,
                         .ms = (cr_now() - c->t0) * 1e3, .bytes_in = c->len,
                         .error_code = c->error_code[0] ? c->error_code : NULL};
     if (c->job) {
@@ -217,10 +204,11 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     log_request(c);
     cr_sync_forget(c);
     cr_upload_free(c);
+    cr_body_coding_free(c);
     if (c->ctx_free)
         c->ctx_free(c->ctx);
     atomic_fetch_sub(&c->h->active, 1);
-    free_body(c);
+    cr_body_free(c);
     free(c);
     *con_cls = NULL;
 }
@@ -331,7 +319,8 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     *port = 0;
     const cr_config *cfg = deps->cfg;
     pthread_mutex_init(&h->waiting_mu, NULL);
-    if (cr_auth_load(&h->auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
+    if (cr_cors_load(&h->cors, cfg->cors_origin, err, errlen) < 0 ||
+        cr_auth_load(&h->auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
         cr_tls_load(&h->tls, cfg->tls_cert, cfg->tls_key, err, errlen) < 0 ||
         (cr_config_tcp(cfg) && start_tcp(h, port, err, errlen) < 0) ||
         (cfg->unix_socket[0] && start_unix(h, err, errlen) < 0)) {
@@ -346,6 +335,8 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     if (h->unix_daemon)
         cr_log("info", "unix socket: %s, mode %04o%s%s", cfg->unix_socket, cfg->unix_mode,
                cfg->unix_socket_group[0] ? ", group " : "", cfg->unix_socket_group);
+    if (h->cors.enabled)
+        cr_log("info", "cors: browsers may call from %s", h->cors.any ? "any origin" : cfg->cors_origin);
     return h;
 }
 

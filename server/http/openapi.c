@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/http/answer_coding.h"
 #include "server/http/respond.h"
 
 __asm__(".section .rodata\n"
@@ -21,10 +22,7 @@ extern const char cr_openapi_yaml[], cr_openapi_yaml_end[];
 
 enum MHD_Result cr_route_openapi(cr_conn *c)
 {
-    size_t len = (size_t)(cr_openapi_yaml_end - cr_openapi_yaml);
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)cr_openapi_yaml, MHD_RESPMEM_PERSISTENT);
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/yaml");
-    return cr_queue(c, 200, r);
+    cr_span spec = {cr_openapi_yaml, (size_t)(cr_openapi_yaml_end - cr_openapi_yaml)};
+    struct MHD_Response *r = cr_answer_response(c, "application/yaml", &spec, 1, NULL, NULL);
+    return r ? cr_queue(c, 200, r) : MHD_NO;
 }

@@ -7,14 +7,40 @@
 #include <string.h>
 
 #include "server/codec/json_encode.h"
+#include "server/http/answer_coding.h"
 
 const char *cr_header(cr_conn *c, const char *name)
 {
     return MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, name);
 }
 
+/* CORS on: an allowed origin may read the answer and the headers a script needs; the answer
+ * depends on Origin either way, so caches keep one per origin. */
+static void add_cors_headers(cr_conn *c, struct MHD_Response *r)
+{
+    const char *origin = cr_header(c, "Origin");
+    if (!cr_cors_allows(&c->h->cors, origin))
+        return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(r, "Access-Control-Expose-Headers", CR_CORS_EXPOSE_HEADERS);
+}
+
+static void add_vary(cr_conn *c, struct MHD_Response *r)
+{
+    bool origin = c->h->cors.enabled;
+    if (c->vary_encoding || origin)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_VARY,
+                                c->vary_encoding && origin ? "Accept-Encoding, Origin"
+                                : origin                   ? "Origin"
+                                                           : "Accept-Encoding");
+}
+
+/* Every answer of ours passes here: the headers all of them carry are added once. */
 enum MHD_Result cr_queue(cr_conn *c, int status, struct MHD_Response *r)
 {
+    MHD_add_response_header(r, "X-Request-Id", c->request_id);
+    add_cors_headers(c, r);
+    add_vary(c, r);
     c->status = status;
     enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -54,12 +80,10 @@ enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *
             return MHD_NO;
         memcpy(body, oom, len);
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
+    cr_span span = {body, len};
+    struct MHD_Response *r = cr_answer_response(c, content_type, &span, 1, free, body);
+    if (!r)
         return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (status == 503 || status == 429)
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (c->extra_header)

@@ -25,7 +25,7 @@ cr_refuse(cr_conn *c, int status, const char *code, const char *field, const cha
  * NULL when memory ran out (body freed). */
 struct MHD_Response *cr_json_response(char *body, size_t len);
 /* Queues a response the caller built (iovec bodies, extra headers), then drops the caller's
- * reference to it. */
+ * reference to it. Adds what every answer carries: X-Request-Id, the CORS headers, Vary. */
 enum MHD_Result cr_queue(cr_conn *c, int status, struct MHD_Response *r);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "server/clock.h"
@@ -14,6 +15,8 @@ static pthread_mutex_t resume_mu = PTHREAD_MUTEX_INITIALIZER;
 
 int cr_apply_job_headers(cr_conn *c, cr_job *j, cr_error *err)
 {
+    _Static_assert(sizeof j->request_id == sizeof c->request_id, "a request id fits its job");
+    memcpy(j->request_id, c->request_id, sizeof j->request_id);
     const char *timeout = cr_header(c, "X-Crunchd-Timeout-Ms");
     if (timeout && j->req.timeout_ms == 0) {
         char *end = NULL;

@@ -6,8 +6,9 @@
 
 #include "server/http/conn.h"
 
-/* Request headers that shape a job: X-Crunchd-Timeout-Ms (when the body gave no timeout), and
- * the test-only delay under --test-hooks. -1 with err (400 naming the header). */
+/* Request headers that shape a job: X-Crunchd-Timeout-Ms (when the body gave no timeout), the
+ * request's X-Request-Id (kept in the job: GET /v1/jobs/{id} shows it), and the test-only delay
+ * under --test-hooks. -1 with err (400 naming the header). */
 int cr_apply_job_headers(cr_conn *c, cr_job *j, cr_error *err);
 
 /* Runs j synchronously: suspends c, queues j and, once it finished, answers through enc (NULL:

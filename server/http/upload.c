@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "server/codec/binary_decode.h"
+#include "server/http/body.h"
 
 typedef enum { UP_MULTIPART, UP_NPY, UP_RAW } upload_kind;
 
@@ -24,6 +25,8 @@ struct cr_upload {
     char part_name[16];
     uint64_t part_fed;       /* bytes of it so far: the next chunk's offset */
     bool failed;             /* the iterator refused something: err says what */
+    bool buffered;           /* raw bytes of unknown length (a coded body): held in c->body
+                                until complete, then one array of exactly that size */
     cr_error err;
 };
 
@@ -169,11 +172,14 @@ static int begin_body(cr_conn *c, cr_upload *u, const cr_params *p, const cr_lim
         return cr_fail(err, 413, "too_large", "body",
                        "the body is %llu bytes, larger than --max-body-mb (%zu bytes)", declared,
                        c->limit);
-    if (u->kind == UP_RAW && !cl)
+    if (u->kind == UP_RAW && !cl && !c->inflater)
         return cr_fail(err, 411, "length_required", "Content-Length",
                        "raw application/octet-stream bodies need a Content-Length");
     if (!(u->bin = cr_bin_new(p, lim, allocator_of(c))))
         return cr_fail(err, 503, "host_memory", "", "out of memory");
+    /* The array is sized before the first byte lands; a coded body's size is known at its end. */
+    if (u->kind == UP_RAW && c->inflater)
+        return u->buffered = true, 0;
     if (u->kind == UP_RAW)
         return (u->part = cr_bin_start_raw(u->bin, declared, err)) ? 0 : -1;
     if (u->kind == UP_NPY)
@@ -222,13 +228,33 @@ static void fail_later(cr_upload *u, const cr_error *e)
     u->part = NULL;
 }
 
+/* Raw bytes of a coded body: kept whole (charged to the budget) until their length is known. */
+static enum MHD_Result buffer_raw(cr_conn *c, const char *data, size_t n)
+{
+    cr_error err;
+    int rc = cr_body_append(c, data, n, &err);
+    if (rc == -1)
+        cr_fail(&err, 413, "too_large", "body", "the body is larger than --max-body-mb (%zu bytes) decoded",
+                c->limit);
+    if (rc < 0)
+        cr_body_refuse_later(c, &err); /* frees u */
+    return MHD_YES;
+}
+
 enum MHD_Result cr_upload_feed(cr_conn *c, const char *data, size_t *size)
 {
     cr_upload *u = c->upload;
     cr_error err;
     size_t n = *size;
     *size = 0;
-    cr_metrics_bytes_in(n);
+    if (u->buffered && !u->failed)
+        return buffer_raw(c, data, n);
+    if (c->len + n > c->limit && c->inflater) { /* decoded past the limit: a 413 once it ends */
+        cr_fail(&err, 413, "too_large", "body", "the body is larger than --max-body-mb (%zu bytes) decoded",
+                c->limit);
+        fail_later(u, &err);
+        return MHD_YES;
+    }
     if (c->len + n > c->limit) { /* only a chunked body gets here: Content-Length was checked */
         c->status = 413;
         snprintf(c->error_code, sizeof c->error_code, "too_large");
@@ -251,12 +277,28 @@ enum MHD_Result cr_upload_feed(cr_conn *c, const char *data, size_t *size)
     return MHD_YES;
 }
 
+/* The buffered raw bytes, now of known length, into their array; the buffer goes at once. */
+static int unbuffer_raw(cr_conn *c, cr_upload *u, cr_error *err)
+{
+    u->part = cr_bin_start_raw(u->bin, c->len, err);
+    int rc = u->part && (!c->len || cr_bin_feed(u->bin, u->part, c->body, c->len, err) == 0) ? 0 : -1;
+    cr_body_free(c);
+    return rc;
+}
+
+bool cr_upload_failed(const cr_conn *c)
+{
+    return c->upload && c->upload->failed;
+}
+
 int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err)
 {
     cr_upload *u = c->upload;
     memset(out, 0, sizeof *out);
     if (u->failed)
         return *err = u->err, -1;
+    if (u->buffered && unbuffer_raw(c, u, err) < 0)
+        return -1;
     if (u->pp) {
         enum MHD_Result done = MHD_destroy_post_processor(u->pp);
         u->pp = NULL;

@@ -15,12 +15,17 @@ typedef struct cr_upload cr_upload;
  * itself; always MHD_YES unless the connection must be dropped. */
 enum MHD_Result cr_upload_begin(cr_conn *c);
 
-/* A chunk of the body: streamed into place, or refused (the answer queued, the buffers freed
- * at once). Consumes *size. */
+/* A chunk of the body (decoded, when it was sent coded: the limits count decoded bytes):
+ * streamed into place, or refused (the buffers freed at once, the answer given when the body
+ * is complete). Raw bytes of a coded body are buffered until their length is known. Consumes
+ * *size. */
 enum MHD_Result cr_upload_feed(cr_conn *c, const char *data, size_t *size);
 
 /* Once the body is complete: the decoded request (every part present, complete, conforming). */
 int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err);
+
+/* Whether the body was refused on its way in (the reason is answered once it is complete). */
+bool cr_upload_failed(const cr_conn *c);
 
 void cr_upload_free(cr_conn *c);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/registry.h"
+#include "server/build_info.h"
 #include "server/clock.h"
 #include "server/codec/json_decode.h"
 #include "server/codec/json_encode.h"
@@ -78,7 +79,26 @@ static cJSON *limits_json(const cr_config *cfg)
     cJSON_AddNumberToObject(l, "cpus", m.cpus);
     cJSON_AddNumberToObject(l, "job_timeout_ms", (double)cfg->job_timeout_ms);
     cJSON_AddNumberToObject(l, "result_ttl_s", cfg->result_ttl_s);
+    cJSON_AddNumberToObject(l, "result_cap_bytes", (double)((uint64_t)cfg->result_cap_mb << 20));
+    cJSON_AddNumberToObject(l, "max_memory_bytes", (double)((uint64_t)cfg->max_memory_mb << 20));
+    cJSON_AddNumberToObject(l, "shm_max_bytes", (double)((uint64_t)cfg->shm_max_mb << 20));
+    cJSON_AddNumberToObject(l, "gzip_level", cfg->gzip_level);
     return l;
+}
+
+/* The same record as `crunchd --version`. */
+static cJSON *build_json(void)
+{
+    cr_build_info b;
+    cr_build_info_get(&b);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "version", b.version);
+    cJSON_AddStringToObject(o, "git_revision", b.git_revision);
+    cJSON_AddStringToObject(o, "flags", b.build_flags);
+    cJSON_AddStringToObject(o, "cuda_toolkit", b.cuda_toolkit);
+    cJSON_AddStringToObject(o, "cuda_runtime", b.cuda_runtime);
+    cJSON_AddStringToObject(o, "cuda_driver", b.cuda_driver);
+    return o;
 }
 
 enum MHD_Result cr_route_info(cr_conn *c)
@@ -109,6 +129,7 @@ enum MHD_Result cr_route_info(cr_conn *c)
     }
     cJSON_AddItemToObject(doc, "devices", devs);
     cJSON_AddItemToObject(doc, "limits", limits_json(c->h->deps.cfg));
+    cJSON_AddItemToObject(doc, "build", build_json());
     return cr_send_cjson(c, 200, doc);
 }
 

@@ -52,25 +52,34 @@ void cr_log(const char *level, const char *fmt, ...)
     }
 }
 
+const char *cr_log_level_of_status(int status)
+{
+    return status >= 500 ? "error" : status >= 400 ? "warn" : "info";
+}
+
+/* request_id is safe as it is: request_id.c admits only [A-Za-z0-9._:-]. */
 void cr_log_req(const cr_log_request *r)
 {
     char ts[40], path[512];
+    const char *level = cr_log_level_of_status(r->status), *rid = r->request_id ? r->request_id : "";
     timestamp(ts, sizeof ts);
     escape(path, sizeof path, r->path);
     if (as_json) {
         fprintf(stderr,
-                "{\"ts\":\"%s\",\"level\":\"info\",\"method\":\"%s\",\"path\":\"%s\",\"peer\":\"%s\",\"status\":%d,"
-                "\"ms\":%.3f,\"bytes_in\":%llu,\"id\":\"%s\",\"op\":\"%s\",\"shape\":\"%s\","
-                "\"kernel\":\"%s\",\"error\":\"%s\",\"queue_ms\":%.3f,\"h2d_ms\":%.3f,"
+                "{\"ts\":\"%s\",\"level\":\"%s\",\"request_id\":\"%s\",\"method\":\"%s\",\"path\":\"%s\","
+                "\"peer\":\"%s\",\"status\":%d,\"ms\":%.3f,\"bytes_in\":%llu,\"id\":\"%s\",\"op\":\"%s\","
+                "\"shape\":\"%s\",\"kernel\":\"%s\",\"error\":\"%s\",\"queue_ms\":%.3f,\"h2d_ms\":%.3f,"
                 "\"kernel_ms\":%.3f,\"d2h_ms\":%.3f}\n",
-                ts, r->method, path, r->peer ? r->peer : "", r->status, r->ms, r->bytes_in, r->id ? r->id : "",
+                ts, level, rid, r->method, path, r->peer ? r->peer : "", r->status, r->ms, r->bytes_in,
+                r->id ? r->id : "",
                 r->op ? r->op : "", r->shape ? r->shape : "", r->kernel ? r->kernel : "",
                 r->error_code ? r->error_code : "", r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms);
         return;
     }
     /* path is escaped in text too: a %0a in a URL must not forge a log line */
-    fprintf(stderr, "%s %s %s %d %.3fms in=%llu peer=%s%s%s%s%s%s%s%s%s%s%s queue=%.3f h2d=%.3f kernel=%.3f d2h=%.3f\n",
-            ts, r->method, path, r->status, r->ms, r->bytes_in, r->peer ? r->peer : "-", r->id ? " id=" : "", r->id ? r->id : "",
+    fprintf(stderr, "%s %s %s %s %d %.3fms rid=%s in=%llu peer=%s%s%s%s%s%s%s%s%s%s%s queue=%.3f h2d=%.3f kernel=%.3f d2h=%.3f\n",
+            ts, level, r->method, path, r->status, r->ms, rid, r->bytes_in, r->peer ? r->peer : "-", r->id ? " id=" : "",
+            r->id ? r->id : "",
             r->op ? " op=" : "", r->op ? r->op : "", r->shape ? " shape=" : "", r->shape ? r->shape : "",
             r->kernel ? " kernel=" : "", r->kernel ? r->kernel : "", r->error_code ? " error=" : "",
             r->error_code ? r->error_code : "", r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms);

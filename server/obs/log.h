@@ -15,10 +15,13 @@ typedef struct {
     int status;
     double ms;
     unsigned long long bytes_in;
+    const char *request_id;  /* X-Request-Id: the client's, or the one made for it */
     const char *id, *op, *kernel, *shape, *error_code;
     double queue_ms, h2d_ms, kernel_ms, d2h_ms;
 } cr_log_request;
 
+/* The access log line: level info for 1xx-3xx, warn for 4xx (499 included), error for 5xx. */
 void cr_log_req(const cr_log_request *r);
+const char *cr_log_level_of_status(int status);
 
 #endif

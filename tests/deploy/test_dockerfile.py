@@ -134,7 +134,7 @@ BASE_IMAGE_LIBS = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", 
 CUDA_RUNTIME_IMAGE_LIBS = {"libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"}
 UBUNTU_PACKAGES = {"libmicrohttpd.so.12": "libmicrohttpd12t64", "libcjson.so.1": "libcjson1",
                    "libuuid.so.1": "libuuid1", "libopenblas.so.0": "libopenblas0",
-                   "libgnutls.so.30": "libgnutls30t64"}
+                   "libgnutls.so.30": "libgnutls30t64", "libz.so.1": "zlib1g"}
 
 
 def test_runtime_stage_installs_every_needed_library(df):

@@ -107,8 +107,9 @@ def test_every_op_async(daemon, op, body, check):
 def test_status_fields(daemon):
     jid = daemon.submit(SMALL)
     j, _ = daemon.wait_job(jid)
-    assert set(j) <= {"id", "op", "status", "timings_ms", "error"}, j
+    assert set(j) <= {"id", "op", "status", "request_id", "timings_ms", "error"}, j
     assert j["id"] == jid and j["op"] == "gemm"
+    assert UUID_RE.match(j["request_id"]), j  # made for the submitting request (it sent none)
     assert "error" not in j or j["error"] is None
     assert set(j["timings_ms"]) >= {"queue", "h2d", "kernel", "d2h", "total"}
 

@@ -123,6 +123,8 @@ _BY_CODE = {
     "non_finite": InvalidRequest,
     "unsupported": InvalidRequest,
     "invalid_parameter": InvalidRequest,
+    "invalid_encoding": InvalidRequest,
+    "origin_not_allowed": InvalidRequest,
     "method_not_allowed": InvalidRequest,
     "length_required": InvalidRequest,
     "unsupported_media_type": InvalidRequest,
@@ -145,6 +147,11 @@ _BY_CODE = {
     "in_use": Conflict,
     "shm_limit": SharedMemoryLimit,
     "internal": ServerError,
+    # /v2/systemsharedmemory only, which this client does not call: named so that every code of
+    # the contract has its class
+    "already_exists": CrunchdError,
+    "in_use": CrunchdError,
+    "shm_limit": CrunchdError,
 }
 
 _BY_STATUS = {
