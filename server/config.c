@@ -25,6 +25,8 @@ static const opt_spec specs[] = {
     {"port", OPT_INT, F(port), 0, 65535, "TCP port to listen on (0: any free port)"},
     {"bind", OPT_STR, F(bind), 0, 0, "address to bind (127.0.0.1; 0.0.0.0 in containers)"},
     {"port-file", OPT_STR, F(port_file), 0, 0, "write the bound port to this file once listening"},
+    {"reuse-port", OPT_BOOL, F(reuse_port), 0, 0,
+     "share the port with other processes (SO_REUSEPORT; off: a busy port is a start-up error)"},
     {"backend", OPT_STR, F(backend), 0, 0, "cuda | cpu | auto (cuda when a GPU answers)"},
     {"workers", OPT_INT, F(workers), 0, 64,
      "workers per device, each with its CUDA streams (0: from the CPUs: cuda 2..4, cpu CPUs/2)"},
@@ -64,6 +66,8 @@ static const opt_spec specs[] = {
     {"metrics-auth", OPT_BOOL, F(metrics_auth), 0, 0, "/metrics needs the token too"},
     {"tls-cert", OPT_STR, F(tls_cert), 0, 0, "serve HTTPS with this PEM certificate (with --tls-key)"},
     {"tls-key", OPT_STR, F(tls_key), 0, 0, "the PEM private key of --tls-cert"},
+    {"tls-priorities", OPT_STR, F(tls_priorities), 0, 0,
+     "GnuTLS priority string (default: TLS 1.2+ with forward-secret (EC)DHE key exchange only)"},
     {"test-hooks", OPT_BOOL, F(test_hooks), 0, 0,
      "honour X-Crunchd-Debug-Delay-Ms (for tests only)"},
 };

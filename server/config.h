@@ -10,6 +10,7 @@ typedef struct {
     int port;
     char bind[64];
     char port_file[256];
+    bool reuse_port;          /* SO_REUSEPORT: only when asked, so a busy port fails start-up */
     char backend[8];          /* cpu | cuda | auto */
     int workers;              /* per device; 0: sized from the machine (server/machine.c) */
     int queue_depth;          /* 0: sized from the workers */
@@ -36,6 +37,7 @@ typedef struct {
     char auth_token_file[256];
     bool metrics_auth;
     char tls_cert[256], tls_key[256];
+    char tls_priorities[256];  /* GnuTLS priority string; "": server/http/tls.h's default */
     bool test_hooks;
 } cr_config;
 

@@ -185,7 +185,7 @@ int main(int argc, char **argv)
         cr_engine_stop(e);
         return EXIT_STARTUP;
     }
-    char err[256] = "";
+    char err[512] = "";
     uint16_t port = 0;
     cr_http_deps deps = {.cfg = &cfg, .engine = e, .jobs = &jobs};
     cr_http *h = cr_http_start(&deps, &port, err, sizeof err);

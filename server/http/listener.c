@@ -4,12 +4,15 @@
 #include "server/http/listener.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "kernels/registry.h"
 #include "server/clock.h"
@@ -239,6 +242,46 @@ static int make_addr(const char *bind, uint16_t port, struct sockaddr_storage *s
     return -1;
 }
 
+/* libmicrohttpd's own messages go through our log (escaped, in the chosen format) instead of
+ * raw to stderr; the last one is kept for a start-up failure's message. Start-up is
+ * single-threaded, so the buffer is only read while no other thread writes it. */
+static char mhd_last_message[256];
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[sizeof mhd_last_message];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    snprintf(mhd_last_message, sizeof mhd_last_message, "%s", msg);
+    cr_log("warn", "libmicrohttpd: %s", msg);
+}
+
+/* Why libmicrohttpd could not start, in words an operator can act on. It does not report the
+ * bind's errno, so a busy or forbidden port is found by trying the bind ourselves (as
+ * libmicrohttpd does: SO_REUSEADDR, so sockets in TIME_WAIT do not count). */
+static void explain_start_failure(const cr_config *cfg, const struct sockaddr_storage *ss, char *err,
+                                  size_t errlen)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, bind_errno = 0;
+    socklen_t len = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        bind_errno = bind(fd, (const struct sockaddr *)ss, len) == 0 ? 0 : errno;
+        close(fd);
+    }
+    if (bind_errno == EADDRINUSE)
+        snprintf(err, errlen, "cannot listen on %s port %d: the port is in use by another process "
+                 "(another crunchd?); choose another --port, or give every process --reuse-port "
+                 "to share it on purpose", cfg->bind, cfg->port);
+    else if (bind_errno)
+        snprintf(err, errlen, "cannot listen on %s port %d: %s", cfg->bind, cfg->port, strerror(bind_errno));
+    else
+        snprintf(err, errlen, "cannot start the HTTP listener on %s port %d%s (%s)", cfg->bind, cfg->port,
+                 cfg->tls_cert[0] ? " with TLS: is the key pair valid?" : "",
+                 mhd_last_message[0] ? mhd_last_message : "no reason given");
+}
+
 cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
@@ -251,7 +294,7 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     h->deps = *deps;
     const cr_config *cfg = deps->cfg;
     if (cr_auth_load(&h->auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
-        cr_tls_load(&h->tls, cfg->tls_cert, cfg->tls_key, err, errlen) < 0) {
+        cr_tls_load(&h->tls, cfg->tls_cert, cfg->tls_key, cfg->tls_priorities, err, errlen) < 0) {
         cr_auth_clear(&h->auth);
         free(h);
         return NULL;
@@ -263,8 +306,17 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | (fam == AF_INET6 ? MHD_USE_IPv6 : 0) |
                      (cr_tls_enabled(&h->tls) ? MHD_USE_TLS : 0);
+    /* Without the option libmicrohttpd sets only SO_REUSEADDR (restarts do not wait for
+     * TIME_WAIT); with 1 it sets SO_REUSEPORT, which lets a second daemon bind the same port and
+     * silently take half the connections: only when the operator asks. */
+    struct MHD_OptionItem reuse[] = {
+        {cfg->reuse_port ? MHD_OPTION_LISTENING_ADDRESS_REUSE : MHD_OPTION_END, 1, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    mhd_last_message[0] = '\0';
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)deps->cfg->port, NULL, NULL, access_handler, h,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)deps->cfg->http_threads,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections,
@@ -273,11 +325,10 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections_per_ip,
         MHD_OPTION_ARRAY, h->tls.options,
         MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+        MHD_OPTION_ARRAY, reuse,
         MHD_OPTION_END);
     if (!h->daemon) {
-        snprintf(err, errlen, "cannot listen on %s:%d (in use, not allowed, or a bad TLS key pair)",
-                 deps->cfg->bind, deps->cfg->port);
+        explain_start_failure(cfg, &ss, err, errlen);
         cr_auth_clear(&h->auth);
         cr_tls_free(&h->tls);
         pthread_mutex_destroy(&h->waiting_mu);

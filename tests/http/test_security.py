@@ -215,3 +215,58 @@ def test_tls_bad_configuration_refuses_to_start(self_signed, tmp_path, which):
             "garbage": ["--tls-cert", str(junk), "--tls-key", str(junk)]}[which]
     err = run_bad_start(*args, tmp_path=tmp_path)
     assert "tls" in err.lower() or "TLS" in err, err
+
+
+def s_client(port, *args):
+    """One TLS handshake with openssl s_client: (protocol, cipher) agreed, or None when the
+    daemon refused ('Cipher is (NONE)')."""
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is not installed (make deps)")
+    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", "127.0.0.1"]
+                       + list(args), input="", capture_output=True, text=True, timeout=30 * SLOW)
+    cipher = proto = None
+    for line in p.stdout.splitlines():
+        if line.startswith("New, "):  # "New, TLSv1.2, Cipher is X": the cipher's first version
+            first, _, cipher = line[5:].partition(", Cipher is ")
+            proto = proto or first
+        key, _, val = line.strip().partition(":")
+        if key.strip() == "Protocol":  # the session's version, when openssl prints the session
+            proto = val.strip()
+    return None if cipher in (None, "(NONE)") else (proto, cipher.strip())
+
+
+# openssl 3 will not offer TLS 1.1 (or SHA-1 suites) above security level 0: the client must be
+# willing, or a refusal would prove nothing about the daemon.
+TLS11 = ("-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0")
+STATIC_RSA = ("-tls1_2", "-cipher", "AES128-GCM-SHA256")  # TLS_RSA_WITH_AES_128_GCM_SHA256: no FS
+
+
+def test_tls_defaults_to_forward_secret_tls12_and_up(start_daemon, self_signed):
+    """By default only TLS 1.2+ with (EC)DHE: a recorded session stays secret if the key leaks
+    later. The same client handshakes get through GnuTLS's plain NORMAL (--tls-priorities), so
+    the refusals are the daemon's, not the client's."""
+    cert, key = self_signed
+    d = start_daemon("--tls-cert", cert, "--tls-key", key, start=False, name="tls-default")
+    d.verify = cert
+    d.start()
+    assert s_client(d.port, *TLS11) is None, "TLS 1.1 was accepted"
+    assert s_client(d.port, *STATIC_RSA) is None, "a static-RSA (non forward-secret) suite was accepted"
+    assert s_client(d.port, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256") == \
+        ("TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256")
+    assert s_client(d.port, "-tls1_3")[0] == "TLSv1.3"
+    assert d.get("/healthz").status_code == 200
+
+    loose = start_daemon("--tls-cert", cert, "--tls-key", key, "--tls-priorities", "NORMAL",
+                         start=False, name="tls-normal")
+    loose.verify = cert
+    loose.start()
+    assert s_client(loose.port, *STATIC_RSA) == ("TLSv1.2", "AES128-GCM-SHA256")
+    old = s_client(loose.port, *TLS11)
+    assert old is not None and old[0] == "TLSv1.1", old
+
+
+def test_tls_bad_priority_string_refuses_to_start(self_signed, tmp_path):
+    cert, key = self_signed
+    err = run_bad_start("--tls-cert", cert, "--tls-key", key, "--tls-priorities", "NOT-A-PRIORITY",
+                        tmp_path=tmp_path)
+    assert "TLS" in err, err
