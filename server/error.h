@@ -12,7 +12,9 @@
  *   400 non_finite         NaN/Infinity where a finite number is required (field named)
  *   400 unknown_kernel     no such kernel for this op on this backend     (field "kernel")
  *   400 unsupported        kernel/backend cannot do this dtype/precision  (field named)
- *   400 invalid_parameter  bad query-string or header value        (field named)
+ *   400 invalid_parameter  bad query-string or header value        (field named); ambiguous
+ *                          framing (Content-Length twice and different, or with
+ *                          Transfer-Encoding): field that header, the connection then closes
  *   401 unauthorized       missing or wrong bearer token
  *   404 not_found          unknown route, or unknown/expired job id
  *   405 method_not_allowed (Allow header set)

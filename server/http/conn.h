@@ -64,6 +64,7 @@ struct cr_conn {
     bool waiting;            /* suspended until job finishes */
     cr_conn *wait_prev, *wait_next; /* in h->waiting_head while waiting */
     int fd;                  /* the socket, to notice a client that hangs up while we wait */
+    bool close_after;        /* the answer closes the connection (its framing cannot be trusted) */
     bool has_pending;        /* an error to answer once resumed */
     bool body_refused;       /* the body was refused mid-way (memory budget): pending says why */
     cr_error pending;

@@ -17,6 +17,7 @@
 #include "kernels/registry.h"
 #include "server/clock.h"
 #include "server/codec/json_encode.h"
+#include "server/http/framing.h"
 #include "server/http/respond.h"
 #include "server/http/routes.h"
 #include "server/http/submit.h"
@@ -74,6 +75,11 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     snprintf(c->path, sizeof c->path, "%s", url);
     /* every /v2 answer, 401, 404 and 405 included, in the v2 error shape tritonclient can print */
     c->kserve = strncmp(c->path, "/v2", 3) == 0 && (c->path[3] == '\0' || c->path[3] == '/');
+    cr_error framing_err;
+    if (cr_check_framing(conn, &framing_err) < 0) { /* first: nothing after it can be trusted */
+        c->close_after = true;
+        return cr_send_error(c, &framing_err);
+    }
     /* Before routing: without the token, unknown paths and known ones look the same. */
     if (!cr_auth_exempt(&h->auth, c->path) && !cr_auth_check(&h->auth, cr_header(c, MHD_HTTP_HEADER_AUTHORIZATION)))
         return refuse_401(c);

@@ -64,6 +64,8 @@ enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (c->extra_header)
         MHD_add_response_header(r, c->extra_header, c->extra_value);
+    if (c->close_after)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (c->job)
         add_job_headers(r, c->job);
     return cr_queue(c, status, r);

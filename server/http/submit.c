@@ -12,17 +12,38 @@
 /* Orders a worker's resume against the request forgetting its job (the connection may be gone). */
 static pthread_mutex_t resume_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* X-Crunchd-Timeout-Ms: decimal digits, 1..CR_TIMEOUT_MS_MAX like the body's timeout_ms (strtoll
+ * alone would take "+5", " 5" and clamp 10^30 to LLONG_MAX without a word). */
+static int parse_timeout_header(const char *v, int64_t *out, cr_error *err)
+{
+    static const char name[] = "X-Crunchd-Timeout-Ms";
+    if (*v < '0' || *v > '9')
+        return cr_fail(err, 400, "invalid_parameter", name,
+                       "%s must be a positive integer of milliseconds, got \"%.40s\"", name, v);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long ms = strtoull(v, &end, 10);
+    if (*end)
+        return cr_fail(err, 400, "invalid_parameter", name,
+                       "%s must be a positive integer of milliseconds, got \"%.40s\"", name, v);
+    if (ms < 1)
+        return cr_fail(err, 400, "invalid_parameter", name, "%s must be an integer >= 1, got %llu", name, ms);
+    if (errno == ERANGE || ms > (unsigned long long)CR_TIMEOUT_MS_MAX)
+        return cr_fail(err, 400, "invalid_parameter", name, "%s must be an integer <= %lld, got %.40s", name,
+                       CR_TIMEOUT_MS_MAX, v);
+    *out = (int64_t)ms;
+    return 0;
+}
+
 int cr_apply_job_headers(cr_conn *c, cr_job *j, cr_error *err)
 {
     const char *timeout = cr_header(c, "X-Crunchd-Timeout-Ms");
-    if (timeout && j->req.timeout_ms == 0) {
-        char *end = NULL;
-        long long v = strtoll(timeout, &end, 10);
-        if (end == timeout || *end || v <= 0)
-            return cr_fail(err, 400, "invalid_parameter", "X-Crunchd-Timeout-Ms",
-                           "expected a positive integer of milliseconds");
-        j->req.timeout_ms = v;
-    }
+    int64_t ms = 0;
+    /* checked even when the body's timeout_ms wins: a bad header is a bad request either way */
+    if (timeout && parse_timeout_header(timeout, &ms, err) < 0)
+        return -1;
+    if (timeout && j->req.timeout_ms == 0)
+        j->req.timeout_ms = ms;
     const char *delay = cr_header(c, "X-Crunchd-Debug-Delay-Ms");
     if (delay && c->h->deps.cfg->test_hooks)
         j->debug_delay_ms = strtoll(delay, NULL, 10);
