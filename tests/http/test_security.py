@@ -4,7 +4,9 @@ and bodies kept out of the logs, and a loopback bind by default."""
 import json
 import os
 import pathlib
+import re
 import shutil
+import socket
 import subprocess
 import time
 
@@ -126,6 +128,75 @@ def test_no_token_or_body_in_logs(start_daemon, tmp_path):
         assert "POST /v1/gemm" in log or '"path":"/v1/gemm"' in log, log[-2000:]
         for secret in (TOKEN, wrong, "98765", canary_str):
             assert secret not in log, f"{secret!r} in the {fmt} log"
+
+
+# Request lines a client controls byte for byte (libmicrohttpd decodes %XX in the path and takes
+# quotes, backslashes and raw control bytes in the method and path): each tries to forge a log
+# line, a JSON field, a text field or a terminal escape.
+HOSTILE_REQUEST_LINES = [
+    b"GET /x%0a2026-01-01T00:00:00.000Z%20info%20forged-line HTTP/1.1",
+    b"GET /x%0d%0a{%22level%22:%22error%22} HTTP/1.1",
+    b'GET /a%22,%22forged%22:%22yes HTTP/1.1',
+    b'G"E\\T","forged":"yes /b HTTP/1.1',
+    b"GET /c%1b[31mred%ff%7f%00end HTTP/1.1",
+    b"GET /d\xff\x01\x1b]0;title\x07e HTTP/1.1",
+    b"GET /sp ace 200 0.1ms in=0 error=forged HTTP/1.1",
+    b"POST /v1/gemm%0aforged HTTP/1.1",
+]
+
+
+def send_raw_line(port, line):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10 * SLOW)
+    try:
+        s.sendall(line + b"\r\nHost: t\r\nConnection: close\r\n\r\n")
+        while s.recv(65536):
+            pass
+    except (ConnectionResetError, socket.timeout):
+        pass
+    finally:
+        s.close()
+
+
+def test_client_strings_are_escaped_in_json_logs(start_daemon):
+    """Every line of a JSON log is one JSON object with the daemon's keys only, whatever the
+    method and path were; the path reads back as sent (bytes >= 0x80 as U+0080..U+00FF)."""
+    d = start_daemon("--log-format", "json", name="log-json-escape")
+    for line in HOSTILE_REQUEST_LINES:
+        send_raw_line(d.port, line)
+    d.stop()
+    keys = None
+    paths = []
+    for text in d.log_path.read_bytes().split(b"\n")[:-1]:
+        assert all(0x20 <= b < 0x7f for b in text), f"a raw control or non-ASCII byte: {text!r}"
+        rec = json.loads(text)
+        assert "forged" not in rec, rec
+        if "path" in rec:
+            keys = keys or set(rec)
+            assert set(rec) == keys, rec
+            paths.append(rec["path"])
+    assert "/x\n2026-01-01T00:00:00.000Z info forged-line" in paths, paths
+    assert '/a","forged":"yes' in paths, paths
+    assert "/c\x1b[31mred\xff\x7f" in paths, paths  # %00 ends the path in libmicrohttpd
+
+
+def test_client_strings_are_escaped_in_text_logs(start_daemon):
+    """A text log stays printable ASCII, one line per record, each starting with its timestamp;
+    a path's spaces are escaped so it cannot pose as the status and timing fields."""
+    d = start_daemon("--log-format", "text", name="log-text-escape")
+    for line in HOSTILE_REQUEST_LINES:
+        send_raw_line(d.port, line)
+    d.stop()
+    raw = d.log_path.read_bytes()
+    assert all(b == 0x0a or 0x20 <= b < 0x7f for b in raw), \
+        f"control or non-ASCII bytes in the text log: {[hex(b) for b in raw if b != 0x0a and not 0x20 <= b < 0x7f]}"
+    for text in raw.decode().splitlines():
+        assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ", text), text
+        assert not text.split(" ", 1)[1].startswith("info forged"), text
+    requests_logged = [t.split(" ") for t in raw.decode().splitlines() if " in=" in t and " /readyz " not in t]
+    assert len(requests_logged) == len(HOSTILE_REQUEST_LINES), requests_logged
+    for fields in requests_logged:
+        assert fields[3].isdigit() and fields[4].endswith("ms"), fields  # status, then duration
+    assert "GET /sp\\x20ace\\x20200\\x200.1ms\\x20in=0\\x20error=forged 404 " in raw.decode(), raw[-3000:]
 
 
 def test_binds_loopback_by_default(tmp_path):
