@@ -88,8 +88,35 @@ static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
     cr_job_table_sweep(jobs, now);
 }
 
+/* How long, once the grace period is over, the 503 answers get to be written and the workers to
+ * reach a phase boundary of their cancelled jobs. */
+#define CUT_OFF_FLUSH_S 2.0
+
+/* The grace period ran out: the clients still waiting (running, queued) get 503 draining now,
+ * and the rest of the daemon is told to stop. */
+static int cut_off(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jobs)
+{
+    int answered = cr_http_cut_off(h); /* before the engine's: a queued job's client is answered
+                                          either way, a running one's only here */
+    cr_engine_cut_off(e);
+    cr_log("warn", "drain period over: %d waiting request(s) answered 503 draining, queued jobs failed, "
+           "running jobs cancelled", answered);
+    double until = cr_now() + CUT_OFF_FLUSH_S;
+    while (cr_now() < until && (cr_http_waiting(h) > 0 || !cr_engine_wait_idle(e, cr_now()))) {
+        int sig = wait_signal(set, 0.02);
+        if (sig == SIGTERM || sig == SIGINT) {
+            cr_log("warn", "second signal: exiting without waiting for the last answers");
+            return EXIT_ABORTED;
+        }
+        housekeeping(e, h, jobs);
+        cr_http_cut_off(h); /* one that suspended meanwhile (its body just completed) */
+    }
+    return EXIT_DRAINED;
+}
+
 /* SIGTERM: refuse new jobs, finish queued and running ones, let clients fetch what they are
- * owed, all within the grace period. A second signal ends it at once. */
+ * owed, all within the grace period; then cut off what is left. A second signal ends it at
+ * once. */
 static int drain(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jobs, int grace_s)
 {
     double deadline = cr_now() + grace_s;
@@ -108,7 +135,22 @@ static int drain(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jo
         }
     }
     cr_log("warn", "drain grace period of %d s ran out", grace_s);
-    return EXIT_DRAINED;
+    return cut_off(set, e, h, jobs);
+}
+
+/* libmicrohttpd aborts the process when stopped with a connection suspended, and joining a
+ * worker waits for its kernel: after a cut-off either may still be so (a client whose answer
+ * could not be written in time, a kernel that cannot stop part-way). Then every client that
+ * could be answered was, and the exit skips the teardown instead of aborting or hanging. */
+static bool teardown_is_safe(cr_engine *e, cr_http *h)
+{
+    int waiting = cr_http_waiting(h);
+    bool idle = cr_engine_wait_idle(e, cr_now());
+    if (waiting == 0 && idle)
+        return true;
+    cr_log("warn", "exiting without teardown: %d request(s) still suspended, workers %s", waiting,
+           idle ? "idle" : "still in a kernel");
+    return false;
 }
 
 static int serve(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jobs, const cr_config *cfg)
@@ -199,8 +241,9 @@ int main(int argc, char **argv)
     cr_log("info", "crunchd %s listening on %s:%u, backend %s, %d device(s)", CRUNCHD_VERSION, cfg.bind,
            port, cr_engine_backend(e)->name, cr_engine_device_count(e));
     rc = serve(&set, e, h, &jobs, &cfg);
-    if (rc == EXIT_DEVICE_FAULT || rc == EXIT_ABORTED) {
-        /* The device or the operator says stop now: no orderly teardown, no exit handlers. */
+    if (rc == EXIT_DEVICE_FAULT || rc == EXIT_ABORTED || !teardown_is_safe(e, h)) {
+        /* The device or the operator says stop now, or a teardown could not finish: no orderly
+         * teardown, no exit handlers. */
         fflush(stderr);
         _exit(rc);
     }

@@ -62,6 +62,7 @@ struct cr_conn {
     char extra_value[32];
     cr_job *job;             /* sync job we wait for, or the job a response is about */
     bool waiting;            /* suspended until job finishes */
+    _Atomic bool cut_off;    /* the drain ran out: answer 503 draining without the job */
     cr_conn *wait_prev, *wait_next; /* in h->waiting_head while waiting */
     int fd;                  /* the socket, to notice a client that hangs up while we wait */
     bool close_after;        /* the answer closes the connection (its framing cannot be trusted) */

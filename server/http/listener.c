@@ -353,6 +353,10 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
 
 void cr_http_tick(cr_http *h) { cr_sync_tick(h); }
 
+int cr_http_cut_off(cr_http *h) { return cr_sync_cut_off(h); }
+
+int cr_http_waiting(cr_http *h) { return cr_sync_waiting(h); }
+
 int cr_http_active(const cr_http *h) { return atomic_load(&h->active); }
 
 void cr_http_stop(cr_http *h)

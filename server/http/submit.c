@@ -76,11 +76,21 @@ static void waiting_remove(cr_conn *c)
     pthread_mutex_unlock(&c->h->waiting_mu);
 }
 
+/* Resuming a connection that is not suspended is undefined in libmicrohttpd, and a job may be
+ * finished by its worker while the drain's cut-off resumes its connection: whoever resumes
+ * first clears j->conn (under resume_mu), so each suspension is resumed exactly once. */
+static void resume_once(cr_job *j)
+{
+    if (!j->conn)
+        return;
+    MHD_resume_connection(j->conn);
+    j->conn = NULL;
+}
+
 static void resume_on_done(cr_job *j)
 {
     pthread_mutex_lock(&resume_mu);
-    if (j->conn)
-        MHD_resume_connection(j->conn);
+    resume_once(j);
     pthread_mutex_unlock(&resume_mu);
 }
 
@@ -102,13 +112,62 @@ enum MHD_Result cr_run_sync(cr_conn *c, cr_job *j, cr_conn_encoder enc)
     return MHD_YES;
 }
 
+static enum MHD_Result answer_cut_off(cr_conn *c)
+{
+    cr_error err;
+    cr_fail(&err, 503, "draining", "",
+            "the daemon is shutting down and its drain period (--drain-timeout-s) ran out before "
+            "this job finished; retry on another instance");
+    return cr_send_error(c, &err);
+}
+
 enum MHD_Result cr_sync_resumed(cr_conn *c)
 {
     if (c->has_pending)
         return cr_send_error(c, &c->pending);
-    if (!cr_job_finished(c->job)) /* a spurious wake-up: keep waiting */
-        return MHD_suspend_connection(c->conn), MHD_YES;
-    return c->encode ? c->encode(c, c->job) : cr_send_job(c, c->job);
+    if (cr_job_finished(c->job)) /* its result wins over a cut-off that raced it */
+        return c->encode ? c->encode(c, c->job) : cr_send_job(c, c->job);
+    if (atomic_load(&c->cut_off))
+        return answer_cut_off(c);
+    /* Nothing resumes an unfinished job's connection but the cut-off; should anything else, wait
+     * on, re-armed for exactly one more resume (or answer, if the job finished meanwhile). */
+    pthread_mutex_lock(&resume_mu);
+    bool finished = cr_job_finished(c->job);
+    if (!finished) {
+        c->job->conn = c->conn;
+        MHD_suspend_connection(c->conn);
+    }
+    pthread_mutex_unlock(&resume_mu);
+    if (finished)
+        return c->encode ? c->encode(c, c->job) : cr_send_job(c, c->job);
+    return MHD_YES;
+}
+
+int cr_sync_cut_off(cr_http *h)
+{
+    int n = 0;
+    pthread_mutex_lock(&h->waiting_mu);
+    for (cr_conn *c = h->waiting_head; c; c = c->wait_next) {
+        pthread_mutex_lock(&resume_mu);
+        if (c->job && c->job->conn && !cr_job_finished(c->job)) {
+            atomic_store(&c->cut_off, true); /* before the resume: its thread reads it next */
+            resume_once(c->job);
+            n++;
+        }
+        pthread_mutex_unlock(&resume_mu);
+    }
+    pthread_mutex_unlock(&h->waiting_mu);
+    return n;
+}
+
+int cr_sync_waiting(cr_http *h)
+{
+    int n = 0;
+    pthread_mutex_lock(&h->waiting_mu);
+    for (const cr_conn *c = h->waiting_head; c; c = c->wait_next)
+        n++;
+    pthread_mutex_unlock(&h->waiting_mu);
+    return n;
 }
 
 void cr_sync_forget(cr_conn *c)
