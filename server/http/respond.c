@@ -16,6 +16,11 @@ const char *cr_header(cr_conn *c, const char *name)
 enum MHD_Result cr_queue(cr_conn *c, int status, struct MHD_Response *r)
 {
     c->status = status;
+    /* A draining daemon closes each connection after its answer, so keep-alive clients open a
+     * new one for their next request (refused once the daemon is gone) instead of sending it on
+     * a connection the exit is about to close under it. */
+    if (c->close_after || cr_engine_draining(c->h->deps.engine))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
@@ -64,8 +69,6 @@ enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (c->extra_header)
         MHD_add_response_header(r, c->extra_header, c->extra_value);
-    if (c->close_after)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (c->job)
         add_job_headers(r, c->job);
     return cr_queue(c, status, r);
