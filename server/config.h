@@ -19,9 +19,11 @@ typedef struct {
     int batch_delay_us;       /* how long a batchable job may wait for partners */
     char batch_preferred[64]; /* "8,16,32": batch sizes to prefer (Triton's preferred_batch_size) */
     int max_connections;
-    int max_connections_per_ip; /* 0: no limit */
+    int max_connections_per_ip; /* 0: no limit; -1 until loaded: half of max_connections */
     int conn_memory_kb;
     int conn_timeout_s;
+    int read_timeout_s;       /* headers due within this of a connection's start or last answer */
+    int min_body_rate_kbs;    /* then the body at no less than this */
     int64_t max_body_mb;
     int64_t max_json_mb;
     int64_t max_elements;

@@ -17,6 +17,7 @@
 #include "server/engine/job_table.h"
 #include "server/error.h"
 #include "server/http/auth.h"
+#include "server/http/read_deadline.h"
 #include "server/http/tls.h"
 #include "server/obs/metrics.h"
 
@@ -35,6 +36,7 @@ typedef struct cr_http {
     struct cr_conn *waiting_head;
     cr_auth auth;                 /* --auth-token-file; disabled when none */
     cr_tls tls;                   /* --tls-cert/--tls-key, alive as long as the daemon */
+    cr_read_deadlines deadlines;  /* --read-timeout-s, --min-body-rate-kbs */
 } cr_http;
 
 typedef struct cr_conn cr_conn;

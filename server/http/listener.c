@@ -144,8 +144,15 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 {
     (void)version;
     cr_conn *c = *con_cls;
-    if (!c)
+    if (!c) {
+        const union MHD_ConnectionInfo *hs = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        cr_read_clock_received(conn, hs ? hs->header_size : 0);
         return begin(cls, conn, url, method, con_cls);
+    }
+    if (*upload_data_size)
+        cr_read_clock_received(conn, *upload_data_size);
+    else
+        cr_read_clock_stop(conn); /* the request is complete: served, no longer read */
     if (c->status) /* answered early (413/415/404/405): swallow what the client still sends */
         return (*upload_data_size = 0), MHD_YES;
     if (*upload_data_size && c->body_refused)
@@ -211,12 +218,13 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
                               enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)conn;
+    cr_read_clock_restart(conn); /* the next request on this connection is due from now */
     cr_conn *c = *con_cls;
     if (!c)
         return;
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->status)
-        c->status = 499; /* the client went away before an answer: nginx's convention */
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->status) /* no answer was sent: */
+        c->status = cr_read_clock_was_cut(conn) ? 408 /* too slow (read_deadline.h) */
+                                                : 499; /* the client went away: nginx's convention */
     cr_metrics_request(c->label, c->status, cr_now() - c->t0);
     log_request(c);
     cr_sync_forget(c);
@@ -306,6 +314,7 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
         return NULL;
     }
     pthread_mutex_init(&h->waiting_mu, NULL);
+    cr_read_deadlines_init(&h->deadlines, cfg->read_timeout_s, cfg->min_body_rate_kbs);
     /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll misses a client's FIN that
      * arrives with the last bytes of a partial body, so abandoned uploads held their socket and
      * memory until --conn-timeout-s (found by scripts/soak.py); poll is level-triggered. */
@@ -331,12 +340,14 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)deps->cfg->max_connections_per_ip,
         MHD_OPTION_ARRAY, h->tls.options,
         MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, cr_read_deadlines_notify, &h->deadlines,
         MHD_OPTION_ARRAY, reuse,
         MHD_OPTION_END);
     if (!h->daemon) {
         explain_start_failure(cfg, &ss, err, errlen);
         cr_auth_clear(&h->auth);
         cr_tls_free(&h->tls);
+        cr_read_deadlines_destroy(&h->deadlines);
         pthread_mutex_destroy(&h->waiting_mu);
         free(h);
         return NULL;
@@ -351,7 +362,16 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     return h;
 }
 
-void cr_http_tick(cr_http *h) { cr_sync_tick(h); }
+void cr_http_tick(cr_http *h)
+{
+    cr_sync_tick(h);
+    int slow = cr_read_deadlines_sweep(&h->deadlines, cr_now());
+    if (slow > 0) {
+        cr_metrics_slow_closed((uint64_t)slow);
+        cr_log("warn", "closed %d connection(s) too slow to send their request (--read-timeout-s %d, "
+               "--min-body-rate-kbs %d)", slow, h->deps.cfg->read_timeout_s, h->deps.cfg->min_body_rate_kbs);
+    }
+}
 
 int cr_http_cut_off(cr_http *h) { return cr_sync_cut_off(h); }
 
@@ -363,7 +383,8 @@ void cr_http_stop(cr_http *h)
 {
     if (!h)
         return;
-    MHD_stop_daemon(h->daemon);
+    MHD_stop_daemon(h->daemon); /* every connection's close notified: no clock is left */
+    cr_read_deadlines_destroy(&h->deadlines);
     pthread_mutex_destroy(&h->waiting_mu);
     cr_auth_clear(&h->auth);
     cr_tls_free(&h->tls);
