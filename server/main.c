@@ -89,8 +89,8 @@ static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
     cr_job_table_sweep(jobs, now);
 }
 
-/* How long, once the grace period is over, the 503 answers get to be written and the workers to
- * reach a phase boundary of their cancelled jobs. */
+/* How long, once the grace period is over, the 503 answers (and any other answer being written)
+ * get to go out and the workers to reach a phase boundary of their cancelled jobs. */
 #define CUT_OFF_FLUSH_S 2.0
 
 /* The grace period ran out: the clients still waiting (running, queued) get 503 draining now,
@@ -103,7 +103,8 @@ static int cut_off(cr_engine *e, cr_http *h, cr_job_table *jobs)
     cr_log("warn", "drain period over: %d waiting request(s) answered 503 draining, queued jobs failed, "
            "running jobs cancelled", answered);
     double until = cr_now() + CUT_OFF_FLUSH_S;
-    while (cr_now() < until && (cr_http_waiting(h) > 0 || !cr_engine_wait_idle(e, cr_now()))) {
+    while (cr_now() < until &&
+           (cr_http_waiting(h) > 0 || cr_http_active(h) > 0 || !cr_engine_wait_idle(e, cr_now()))) {
         int sig = wait_signal(0.02);
         if (sig == SIGTERM || sig == SIGINT) {
             cr_log("warn", "second signal: exiting without waiting for the last answers");

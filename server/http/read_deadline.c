@@ -129,8 +129,8 @@ int cr_read_deadlines_sweep(cr_read_deadlines *d, double now)
     pthread_mutex_lock(&d->mu);
     for (cr_read_clock *k = d->head; k; k = k->next)
         if (!atomic_load(&k->cut) && late(d, k, now)) {
+            atomic_store(&k->cut, true); /* first: the connection's thread may see the shutdown at once */
             shutdown(k->fd, SHUT_RDWR);
-            atomic_store(&k->cut, true);
             n++;
         }
     pthread_mutex_unlock(&d->mu);
