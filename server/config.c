@@ -27,6 +27,8 @@ static const opt_spec specs[] = {
     {"bind", OPT_STR, F(bind), 0, 0, "127.0.0.1",
      "address to bind (0.0.0.0 in containers; none: no TCP, --unix-socket only)"},
     {"port-file", OPT_STR, F(port_file), 0, 0, "none", "write the bound port to this file once listening"},
+    {"reuse-port", OPT_BOOL, F(reuse_port), 0, 0, "off",
+     "share the port with other processes (SO_REUSEPORT; off: a busy port is a start-up error)"},
     {"backend", OPT_STR, F(backend), 0, 0, "auto", "cuda | cpu | auto (cuda when a GPU answers)"},
     {"workers", OPT_INT, F(workers), 0, 64, "0: from the CPUs, cuda 2..4, cpu CPUs/2",
      "workers per device, each with its CUDA streams"},
@@ -41,12 +43,17 @@ static const opt_spec specs[] = {
     {"batch-preferred", OPT_STR, F(batch_preferred), 0, 0, "none",
      "batch sizes to prefer, e.g. 8,16,32 (a batch waits, within the delay, to reach one)"},
     {"max-connections", OPT_INT, F(max_connections), 1, 1000000, "1024", "concurrent connections"},
-    {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), 0, 1000000, "0: no limit",
-     "concurrent connections from one IP address"},
+    {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), -1, 1000000, "-1: half of --max-connections",
+     "concurrent connections from one IP address (0: no limit)"},
     {"conn-memory-kb", OPT_INT, F(conn_memory_kb), 4, 1 << 20, "256",
      "memory per connection for headers and read buffers, KiB (bigger headers get 431)"},
     {"conn-timeout-s", OPT_INT, F(conn_timeout_s), 1, 86400, "60",
      "close a connection idle (nothing received or sent) this long, s"},
+    {"read-timeout-s", OPT_INT, F(read_timeout_s), 0, 86400, "30",
+     "a request's line and headers must arrive within this long of its connection opening or its "
+     "previous answer, however they trickle (0: no deadline), s"},
+    {"min-body-rate-kbs", OPT_INT, F(min_body_rate_kbs), 0, 1 << 20, "8",
+     "after --read-timeout-s a body must average at least this, KiB/s (0: no rate)"},
     {"max-body-mb", OPT_I64, F(max_body_mb), 1, 1 << 20, "4096, at least --max-json-mb",
      "largest request body, MiB (decoded: a gzip body counts what it inflates to)"},
     {"max-json-mb", OPT_I64, F(max_json_mb), 1, 1 << 20, "256, at most --max-body-mb",
@@ -78,6 +85,8 @@ static const opt_spec specs[] = {
     {"metrics-auth", OPT_BOOL, F(metrics_auth), 0, 0, "off", "/metrics needs the token too"},
     {"tls-cert", OPT_STR, F(tls_cert), 0, 0, "none", "serve HTTPS with this PEM certificate (with --tls-key)"},
     {"tls-key", OPT_STR, F(tls_key), 0, 0, "none", "the PEM private key of --tls-cert"},
+    {"tls-priorities", OPT_STR, F(tls_priorities), 0, 0, "TLS 1.2+, forward-secret ECDHE/DHE only",
+     "GnuTLS priority string"},
     {"unix-socket", OPT_STR, F(unix_socket), 0, 0, "none",
      "also serve every route on this Unix socket (a stale file is replaced, a live one refused; "
      "no TLS there)"},
@@ -99,6 +108,13 @@ static void set_defaults(cr_config *c)
     strcpy(c->backend, "auto");
     c->batch_max = -1; /* workers, queue depth and HTTP threads: 0, sized from the machine */
     c->max_connections = 1024;
+    /* One address may hold half the connections: a single misbehaving client (or host) cannot
+     * lock the others out, and one load generator or proxy still gets hundreds. */
+    c->max_connections_per_ip = -1;
+    /* Slow (trickling) requests: 30 s for the headers, then 8 KiB/s, a 64 kbit/s line; any
+     * real client is far faster, a slowloris far slower (server/http/read_deadline.h). */
+    c->read_timeout_s = 30;
+    c->min_body_rate_kbs = 8;
     /* libmicrohttpd's default is 32: its read buffer, half of this, then takes 16 KiB per
      * recv() and a 128 MiB upload ~8000 of them; at 256 the GEMM of bench-e2e went from 100 to
      * 74 ms on the H100 machine, level with a bare loopback sink (more gained nothing). Pages
@@ -348,5 +364,9 @@ int cr_config_load(cr_config *c, int argc, char **argv, FILE *err)
         fprintf(err, "crunchd: unexpected argument '%s' (see --help)\n", argv[optind]);
         return -1;
     }
-    return check_choices(c, err) < 0 || derive_limits(c, err) < 0 ? -1 : 0;
+    if (check_choices(c, err) < 0 || derive_limits(c, err) < 0)
+        return -1;
+    if (c->max_connections_per_ip < 0)
+        c->max_connections_per_ip = c->max_connections / 2 > 0 ? c->max_connections / 2 : 1;
+    return 0;
 }

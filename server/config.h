@@ -10,6 +10,7 @@ typedef struct {
     int port;
     char bind[64];            /* an address, or "none": no TCP listener (--unix-socket only) */
     char port_file[256];
+    bool reuse_port;          /* SO_REUSEPORT: only when asked, so a busy port fails start-up */
     char backend[8];          /* cpu | cuda | auto */
     int workers;              /* per device; 0: sized from the machine (server/machine.c) */
     int queue_depth;          /* 0: sized from the workers */
@@ -18,9 +19,11 @@ typedef struct {
     int batch_delay_us;       /* how long a batchable job may wait for partners */
     char batch_preferred[64]; /* "8,16,32": batch sizes to prefer (Triton's preferred_batch_size) */
     int max_connections;
-    int max_connections_per_ip; /* 0: no limit */
+    int max_connections_per_ip; /* 0: no limit; -1 until loaded: half of max_connections */
     int conn_memory_kb;
     int conn_timeout_s;
+    int read_timeout_s;       /* headers due within this of a connection's start or last answer */
+    int min_body_rate_kbs;    /* then the body at no less than this */
     int64_t max_body_mb;
     int64_t max_json_mb;
     int64_t max_elements;
@@ -44,6 +47,7 @@ typedef struct {
     char unix_socket_mode[8]; /* octal text, as given */
     char unix_socket_group[64]; /* a group name or gid; "": the daemon's */
     unsigned unix_mode;       /* unix_socket_mode parsed */
+    char tls_priorities[256];  /* GnuTLS priority string; "": server/http/tls.h's default */
     bool test_hooks;
     uint64_t given;           /* a bit per option set by a flag or its variable (config.c) */
 } cr_config;

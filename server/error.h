@@ -12,7 +12,9 @@
  *   400 non_finite         NaN/Infinity where a finite number is required (field named)
  *   400 unknown_kernel     no such kernel for this op on this backend     (field "kernel")
  *   400 unsupported        kernel/backend cannot do this dtype/precision  (field named)
- *   400 invalid_parameter  bad query-string or header value        (field named; X-Request-Id too)
+ *   400 invalid_parameter  bad query-string or header value        (field named; X-Request-Id too);
+ *                          ambiguous framing (Content-Length twice and different, or with
+ *                          Transfer-Encoding): field that header, the connection then closes
  *   400 invalid_encoding   a gzip/deflate body that does not decode (field "Content-Encoding")
  *   401 unauthorized       missing or wrong bearer token
  *   403 origin_not_allowed a CORS preflight from an origin --cors-origin does not name (field "Origin")

@@ -1,6 +1,7 @@
 /* crunchd: configuration, backend choice, start-up, the signal loop, drain and exit codes.
  * Exit codes: 0 drained cleanly; 1 second signal during a drain; 2 bad configuration or
  * start-up failure; 3 sticky device fault (the supervisor restarts us). */
+#include <errno.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,26 +21,26 @@
 #include "server/kserve/shm_region.h"
 #include "server/memory.h"
 #include "server/obs/log.h"
+#include "server/signals.h"
 
 enum { EXIT_DRAINED = 0, EXIT_ABORTED = 1, EXIT_STARTUP = 2, EXIT_DEVICE_FAULT = 3 };
 
-/* Signals are taken synchronously by the main thread; every other thread inherits the mask. */
-static void block_signals(sigset_t *set)
+/* The signal handler goes in before anything else runs: the executable's .preinit_array is run
+ * by the dynamic loader before the constructors of every shared library, among them
+ * libopenblas's, which starts threads (server/signals.h says why that matters). A preinit
+ * function exists only in an executable, so the unit tests and fuzzers, which link the same
+ * server objects, keep the default dispositions. */
+static void install_signals_first(int argc, char **argv, char **envp)
 {
-    sigemptyset(set);
-    sigaddset(set, SIGTERM);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    (void)argc;
+    (void)argv;
+    (void)envp;
+    cr_signals_install(); /* a failure is found again, and reported, in main() */
 }
+__attribute__((section(".preinit_array"), used)) static void (*const preinit_signals)(int, char **, char **) =
+    install_signals_first;
 
-static int wait_signal(const sigset_t *set, double seconds)
-{
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(seconds * 1e9)};
-    int sig = sigtimedwait(set, NULL, &ts);
-    return sig > 0 ? sig : 0;
-}
+static int wait_signal(double seconds) { return cr_signals_wait(seconds); }
 
 /* The engine sizes what cfg left to "auto" for its backend. */
 static cr_engine *start_engine(cr_config *cfg)
@@ -107,15 +108,43 @@ static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
     }
 }
 
+/* How long, once the grace period is over, the 503 answers (and any other answer being written)
+ * get to go out and the workers to reach a phase boundary of their cancelled jobs. */
+#define CUT_OFF_FLUSH_S 2.0
+
+/* The grace period ran out: the clients still waiting (running, queued) get 503 draining now,
+ * and the rest of the daemon is told to stop. */
+static int cut_off(cr_engine *e, cr_http *h, cr_job_table *jobs)
+{
+    int answered = cr_http_cut_off(h); /* before the engine's: a queued job's client is answered
+                                          either way, a running one's only here */
+    cr_engine_cut_off(e);
+    cr_log("warn", "drain period over: %d waiting request(s) answered 503 draining, queued jobs failed, "
+           "running jobs cancelled", answered);
+    double until = cr_now() + CUT_OFF_FLUSH_S;
+    while (cr_now() < until &&
+           (cr_http_waiting(h) > 0 || cr_http_active(h) > 0 || !cr_engine_wait_idle(e, cr_now()))) {
+        int sig = wait_signal(0.02);
+        if (sig == SIGTERM || sig == SIGINT) {
+            cr_log("warn", "second signal: exiting without waiting for the last answers");
+            return EXIT_ABORTED;
+        }
+        housekeeping(e, h, jobs);
+        cr_http_cut_off(h); /* one that suspended meanwhile (its body just completed) */
+    }
+    return EXIT_DRAINED;
+}
+
 /* SIGTERM: refuse new jobs, finish queued and running ones, let clients fetch what they are
- * owed, all within the grace period. A second signal ends it at once. */
-static int drain(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jobs, int grace_s)
+ * owed, all within the grace period; then cut off what is left. A second signal ends it at
+ * once. */
+static int drain(cr_engine *e, cr_http *h, cr_job_table *jobs, int grace_s)
 {
     double deadline = cr_now() + grace_s;
     cr_engine_begin_drain(e);
     cr_log("info", "draining: new jobs get 503; up to %d s for queued and running jobs", grace_s);
     while (cr_now() < deadline) {
-        int sig = wait_signal(set, 0.05);
+        int sig = wait_signal(0.05);
         if (sig == SIGTERM || sig == SIGINT) {
             cr_log("warn", "second signal: exiting without finishing the drain");
             return EXIT_ABORTED;
@@ -127,24 +156,39 @@ static int drain(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jo
         }
     }
     cr_log("warn", "drain grace period of %d s ran out", grace_s);
-    return EXIT_DRAINED;
+    return cut_off(e, h, jobs);
 }
 
-static int serve(const sigset_t *set, cr_engine *e, cr_http *h, cr_job_table *jobs, const cr_config *cfg)
+/* libmicrohttpd aborts the process when stopped with a connection suspended, and joining a
+ * worker waits for its kernel: after a cut-off either may still be so (a client whose answer
+ * could not be written in time, a kernel that cannot stop part-way). Then every client that
+ * could be answered was, and the exit skips the teardown instead of aborting or hanging. */
+static bool teardown_is_safe(cr_engine *e, cr_http *h)
+{
+    int waiting = cr_http_waiting(h);
+    bool idle = cr_engine_wait_idle(e, cr_now());
+    if (waiting == 0 && idle)
+        return true;
+    cr_log("warn", "exiting without teardown: %d request(s) still suspended, workers %s", waiting,
+           idle ? "idle" : "still in a kernel");
+    return false;
+}
+
+static int serve(cr_engine *e, cr_http *h, cr_job_table *jobs, const cr_config *cfg)
 {
     for (;;) {
-        int sig = wait_signal(set, 0.1);
+        int sig = wait_signal(0.1);
         if (sig == SIGHUP)
             cr_log("info", "SIGHUP: logs go to stderr; nothing to reopen");
         else if (sig)
-            return drain(set, e, h, jobs, cfg->drain_timeout_s);
+            return drain(e, h, jobs, cfg->drain_timeout_s);
         housekeeping(e, h, jobs);
         if (cr_engine_failed(e)) {
             /* Let the answers to in-flight jobs (503 device_fault) go out, then restart. */
             double until = cr_now() + 2.0;
             while (cr_now() < until && (cr_http_active(h) > 0 || !cr_engine_wait_idle(e, cr_now()))) {
                 housekeeping(e, h, jobs);
-                wait_signal(set, 0.02);
+                wait_signal(0.02);
             }
             cr_log("error", "sticky device error: exiting for the supervisor to restart crunchd");
             return EXIT_DEVICE_FAULT;
@@ -184,9 +228,10 @@ static void start_memory_budget(const cr_config *cfg, const cr_backend *b)
 int main(int argc, char **argv)
 {
     cr_config cfg;
-    sigset_t set;
-    if (argc >= 2 && strcmp(argv[1], "--check") == 0) /* container health checks: no curl needed */
+    if (argc >= 2 && strcmp(argv[1], "--check") == 0) { /* container health checks: no curl needed */
+        cr_signals_default();
         return cr_check_url(argc > 2 ? argv[2] : NULL);
+    }
     int rc = cr_config_load(&cfg, argc, argv, stderr);
     if (rc == 2)
         return cr_build_info_print(stdout) < 0 ? EXIT_STARTUP : 0;
@@ -194,7 +239,10 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : EXIT_STARTUP;
     cr_log_init(strcmp(cfg.log_format, "json") == 0);
     big_allocations_unmapped_on_free();
-    block_signals(&set);
+    if (cr_signals_install() < 0) {
+        cr_log("error", "cannot install the signal handlers: %s", strerror(errno));
+        return EXIT_STARTUP;
+    }
     cr_engine *e = start_engine(&cfg);
     if (!e)
         return EXIT_STARTUP;
@@ -209,7 +257,7 @@ int main(int argc, char **argv)
         cr_engine_stop(e);
         return EXIT_STARTUP;
     }
-    char err[256] = "";
+    char err[512] = "";
     uint16_t port = 0;
     cr_http_deps deps = {.cfg = &cfg, .engine = e, .jobs = &jobs};
     cr_http *h = cr_http_start(&deps, &port, err, sizeof err);
@@ -221,9 +269,10 @@ int main(int argc, char **argv)
     if (cfg.port_file[0] && cr_config_tcp(&cfg) && write_port_file(cfg.port_file, port) < 0)
         cr_log("warn", "cannot write --port-file %s", cfg.port_file);
     log_listening(&cfg, port, e);
-    rc = serve(&set, e, h, &jobs, &cfg);
-    if (rc == EXIT_DEVICE_FAULT || rc == EXIT_ABORTED) {
-        /* The device or the operator says stop now: no orderly teardown, no exit handlers. */
+    rc = serve(e, h, &jobs, &cfg);
+    if (rc == EXIT_DEVICE_FAULT || rc == EXIT_ABORTED || !teardown_is_safe(e, h)) {
+        /* The device or the operator says stop now, or a teardown could not finish: no orderly
+         * teardown, no exit handlers. */
         fflush(stderr);
         _exit(rc);
     }

@@ -20,6 +20,11 @@ typedef struct {
     int32_t max_bins;
 } cr_limits;
 
+/* The longest deadline a request may ask for, ms, however it asks (the body's timeout_ms, the
+ * query's, X-Crunchd-Timeout-Ms): 2^53, the largest integer a JSON number holds exactly, so
+ * every form has the same limit and the same refusal. */
+#define CR_TIMEOUT_MS_MAX 9007199254740992LL
+
 #define CR_REQUEST_BUFS 4
 /* Slots 0..2 hold inputs (a, b, c or data); the last holds the output. */
 enum { CR_BUF_A = 0, CR_BUF_B = 1, CR_BUF_C = 2, CR_BUF_OUTPUT = CR_REQUEST_BUFS - 1 };

@@ -244,7 +244,7 @@ static int get_common(const cJSON *root, cr_request *r, cr_error *err)
                        "(or \"auto\", \"all\")", CR_KERNEL_NAME_MAX - 1);
     bool present;
     int64_t t = 0;
-    if (get_int(root, "timeout_ms", 1, 9007199254740992LL, false, &present, &t, err))
+    if (get_int(root, "timeout_ms", 1, CR_TIMEOUT_MS_MAX, false, &present, &t, err))
         return -1;
     r->timeout_ms = present ? t : 0;
     return 0;

@@ -137,7 +137,7 @@ static int set_timeout(cr_params *p, const char *name, const char *v, const cr_l
                        cr_error *err)
 {
     (void)lim;
-    return parse_int(name, v, 1, 9007199254740992LL, false, &p->timeout_ms, err);
+    return parse_int(name, v, 1, CR_TIMEOUT_MS_MAX, false, &p->timeout_ms, err);
 }
 
 static int set_bins(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)

@@ -49,6 +49,11 @@ void cr_engine_finish_cancelled(cr_engine *e, cr_job *j)
         cr_engine_fail(e, j, 504, "deadline_exceeded", "timeout_ms", "the job's deadline passed before it finished");
         return;
     }
+    if (j->cancel == CANCEL_DRAIN) {
+        cr_engine_fail(e, j, 503, "draining", "", "the daemon is shutting down and its drain period (--drain-timeout-s) ran out before "
+                       "this job finished; retry on another instance");
+        return;
+    }
     cr_fail(&j->error, 409, "cancelled", "", "the job was cancelled");
     cr_engine_finish(e, j, CR_JOB_CANCELLED);
 }
@@ -198,6 +203,35 @@ bool cr_engine_ready(cr_engine *e, const char **reason)
 }
 
 bool cr_engine_wait_idle(cr_engine *e, double deadline_s) { return cr_queue_wait_idle(&e->q, deadline_s); }
+
+/* Flags every running job (alone or in a lane) to stop at its next phase boundary. */
+static void cancel_running(cr_engine *e, int why)
+{
+    pthread_mutex_lock(&e->current_mu);
+    for (int i = 0; i < e->n_workers; i++) {
+        cr_worker_slot *w = &e->workers[i];
+        if (w->current && !w->current->cancel)
+            w->current->cancel = why;
+        for (int l = 0; l < w->n_lanes; l++)
+            for (int k = 0; k < w->lanes[l].n; k++)
+                if (!w->lanes[l].jobs[k]->cancel)
+                    w->lanes[l].jobs[k]->cancel = why;
+    }
+    pthread_mutex_unlock(&e->current_mu);
+}
+
+void cr_engine_cut_off(cr_engine *e)
+{
+    cr_job *queued = cr_queue_close_and_take(&e->q);
+    while (queued) {
+        cr_job *next = queued->next;
+        queued->cancel = CANCEL_DRAIN;
+        cr_engine_finish_cancelled(e, queued); /* a sync client's connection resumes: 503 */
+        cr_job_release(queued);               /* the queue's reference */
+        queued = next;
+    }
+    cancel_running(e, CANCEL_DRAIN);
+}
 
 void cr_engine_tick(cr_engine *e, double now)
 {

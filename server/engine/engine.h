@@ -38,6 +38,10 @@ bool cr_engine_draining(const cr_engine *e);
 bool cr_engine_failed(const cr_engine *e);
 /* Ready: a device usable, not draining, queue below its capacity. reason when not. */
 bool cr_engine_ready(cr_engine *e, const char **reason);
+/* The drain's grace period is over: closes the queue (pushes fail, idle workers exit), fails
+ * every queued job 503 draining and flags the running ones to stop at their next phase
+ * boundary, where they fail 503 draining too (a kernel already launched runs to its end). */
+void cr_engine_cut_off(cr_engine *e);
 /* Waits for an idle queue until the monotonic deadline; true when idle. */
 bool cr_engine_wait_idle(cr_engine *e, double deadline_s);
 /* Periodic housekeeping (a few times a second): deadlines of queued and running jobs. */

@@ -13,7 +13,7 @@
 
 typedef struct cr_engine cr_engine; /* the public face of it: server/engine/engine.h */
 
-enum { CANCEL_NONE, CANCEL_CLIENT, CANCEL_DEADLINE };
+enum { CANCEL_NONE, CANCEL_CLIENT, CANCEL_DEADLINE, CANCEL_DRAIN };
 
 #define CR_MAX_LANES 4
 
@@ -68,7 +68,7 @@ struct cr_engine {
  * caller's to update. */
 void cr_engine_finish(cr_engine *e, cr_job *j, cr_job_state state);
 void cr_engine_fail(cr_engine *e, cr_job *j, int http, const char *code, const char *field, const char *msg);
-/* Cancelled by the client (409) or by its deadline (504). */
+/* Cancelled by the client (409), by its deadline (504) or by the end of a drain (503). */
 void cr_engine_finish_cancelled(cr_engine *e, cr_job *j);
 /* A backend status as the job's error. */
 void cr_engine_fail_status(cr_engine *e, cr_job *j, cr_status st, const char *msg);

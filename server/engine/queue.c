@@ -242,6 +242,19 @@ void cr_queue_close(cr_queue *q)
     pthread_mutex_unlock(&q->mu);
 }
 
+cr_job *cr_queue_close_and_take(cr_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->closed = true;
+    cr_job *all = q->head;
+    q->head = q->tail = NULL;
+    q->length = 0;
+    signal_if_idle(q);
+    pthread_cond_broadcast(&q->nonempty); /* idle workers see a closed, empty queue and exit */
+    pthread_mutex_unlock(&q->mu);
+    return all;
+}
+
 bool cr_queue_wait_idle(cr_queue *q, double deadline_s)
 {
     struct timespec ts = {.tv_sec = (time_t)deadline_s,

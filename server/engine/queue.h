@@ -44,6 +44,9 @@ void cr_queue_done(cr_queue *q, int n);
 /* Removes a job still waiting (cancel); true when it was there. */
 bool cr_queue_remove(cr_queue *q, cr_job *j);
 void cr_queue_close(cr_queue *q);
+/* Closes the queue and unlinks every waiting job; returns them linked through ->next, for the
+ * caller to fail (the queue's reference to each goes with it). */
+cr_job *cr_queue_close_and_take(cr_queue *q);
 /* Unlinks every waiting job whose deadline (nonzero) is before `now`; returns them as a list
  * linked through ->next, for the caller to fail. */
 cr_job *cr_queue_take_expired(cr_queue *q, double now);

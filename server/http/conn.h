@@ -19,6 +19,7 @@
 #include "server/http/auth.h"
 #include "server/http/cors.h"
 #include "server/http/peer.h"
+#include "server/http/read_deadline.h"
 #include "server/http/request_id.h"
 #include "server/http/tls.h"
 #include "server/http/unix_listener.h"
@@ -42,6 +43,7 @@ typedef struct cr_http {
     cr_auth auth;                 /* --auth-token-file; disabled when none */
     cr_cors cors;                 /* --cors-origin; disabled when none */
     cr_tls tls;                   /* --tls-cert/--tls-key, alive as long as the daemon */
+    cr_read_deadlines deadlines;  /* --read-timeout-s, --min-body-rate-kbs */
 } cr_http;
 
 typedef struct cr_conn cr_conn;
@@ -77,8 +79,10 @@ struct cr_conn {
     char extra_value[32];
     cr_job *job;             /* sync job we wait for, or the job a response is about */
     bool waiting;            /* suspended until job finishes */
+    _Atomic bool cut_off;    /* the drain ran out: answer 503 draining without the job */
     cr_conn *wait_prev, *wait_next; /* in h->waiting_head while waiting */
     int fd;                  /* the socket, to notice a client that hangs up while we wait */
+    bool close_after;        /* the answer closes the connection (its framing cannot be trusted) */
     bool has_pending;        /* an error to answer once resumed */
     bool body_refused;       /* the body was refused mid-way (memory budget): pending says why */
     cr_error pending;

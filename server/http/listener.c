@@ -4,7 +4,9 @@
 #include "server/http/listener.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 #include "server/http/body.h"
 #include "server/http/body_coding.h"
 #include "server/http/preflight.h"
+#include "server/http/framing.h"
 #include "server/http/respond.h"
 #include "server/http/routes.h"
 #include "server/http/submit.h"
@@ -75,7 +78,13 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     /* every /v2 answer, 401, 404 and 405 included, in the v2 error shape tritonclient can print */
     c->kserve = strncmp(c->path, "/v2", 3) == 0 && (c->path[3] == '\0' || c->path[3] == '/');
     cr_peer_read(conn, &c->peer);
-    if (cr_request_id_take(cr_header(c, "X-Request-Id"), c->request_id) < 0)
+    bool id_ok = cr_request_id_take(cr_header(c, "X-Request-Id"), c->request_id) == 0; /* else one made */
+    cr_error framing_err;
+    if (cr_check_framing(conn, &framing_err) < 0) { /* before anything reads the body */
+        c->close_after = true;
+        return cr_send_error(c, &framing_err);
+    }
+    if (!id_ok)
         return cr_refuse(c, 400, "invalid_parameter", "X-Request-Id",
                          "X-Request-Id must be 1 to %d characters of A-Z a-z 0-9 . _ : - (this "
                          "answer's X-Request-Id was made for it)", CR_REQUEST_ID_MAX);
@@ -135,8 +144,15 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 {
     (void)version;
     cr_conn *c = *con_cls;
-    if (!c)
+    if (!c) {
+        const union MHD_ConnectionInfo *hs = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        cr_read_clock_received(conn, hs ? hs->header_size : 0);
         return begin(cls, conn, url, method, con_cls);
+    }
+    if (*upload_data_size)
+        cr_read_clock_received(conn, *upload_data_size);
+    else
+        cr_read_clock_stop(conn); /* the request is complete: served, no longer read */
     if (c->status) /* answered early (413/415/404/405): swallow what the client still sends */
         return (*upload_data_size = 0), MHD_YES;
     if (*upload_data_size) {
@@ -194,12 +210,13 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
                               enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)conn;
+    cr_read_clock_restart(conn); /* the next request on this connection is due from now */
     cr_conn *c = *con_cls;
     if (!c)
         return;
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->status)
-        c->status = 499; /* the client went away before an answer: nginx's convention */
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->status) /* no answer was sent: */
+        c->status = cr_read_clock_was_cut(conn) ? 408 /* too slow (read_deadline.h) */
+                                                : 499; /* the client went away: nginx's convention */
     cr_metrics_request(c->label, c->status, cr_now() - c->t0);
     log_request(c);
     cr_sync_forget(c);
@@ -232,13 +249,55 @@ static int make_addr(const char *bind, uint16_t port, struct sockaddr_storage *s
     return -1;
 }
 
+/* libmicrohttpd's own messages go through our log (escaped, in the chosen format) instead of
+ * raw to stderr; the last one is kept for a start-up failure's message. Start-up is
+ * single-threaded, so the buffer is only read while no other thread writes it. */
+static char mhd_last_message[256];
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[sizeof mhd_last_message];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    snprintf(mhd_last_message, sizeof mhd_last_message, "%s", msg);
+    cr_log("warn", "libmicrohttpd: %s", msg);
+}
+
+/* Why libmicrohttpd could not start, in words an operator can act on. It does not report the
+ * bind's errno, so a busy or forbidden port is found by trying the bind ourselves (as
+ * libmicrohttpd does: SO_REUSEADDR, so sockets in TIME_WAIT do not count). */
+static void explain_start_failure(const cr_config *cfg, const struct sockaddr_storage *ss, char *err,
+                                  size_t errlen)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, bind_errno = 0;
+    socklen_t len = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        bind_errno = bind(fd, (const struct sockaddr *)ss, len) == 0 ? 0 : errno;
+        close(fd);
+    }
+    if (bind_errno == EADDRINUSE)
+        snprintf(err, errlen, "cannot listen on %s port %d: the port is in use by another process "
+                 "(another crunchd?); choose another --port, or give every process --reuse-port "
+                 "to share it on purpose", cfg->bind, cfg->port);
+    else if (bind_errno)
+        snprintf(err, errlen, "cannot listen on %s port %d: %s", cfg->bind, cfg->port, strerror(bind_errno));
+    else
+        snprintf(err, errlen, "cannot start the HTTP listener on %s port %d%s (%s)", cfg->bind, cfg->port,
+                 cfg->tls_cert[0] ? " with TLS: is the key pair valid?" : "",
+                 mhd_last_message[0] ? mhd_last_message : "no reason given");
+}
+
 /* The options both daemons share: the same handlers, pool size and per-connection limits. */
 #define COMMON_OPTIONS(h)                                                                         \
     MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(h)->deps.cfg->http_threads,                           \
     MHD_OPTION_CONNECTION_LIMIT, (unsigned)(h)->deps.cfg->max_connections,                        \
     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(h)->deps.cfg->conn_timeout_s,                       \
     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(h)->deps.cfg->conn_memory_kb << 10,              \
-    MHD_OPTION_NOTIFY_COMPLETED, request_completed, (h)
+    MHD_OPTION_NOTIFY_COMPLETED, request_completed, (h),                                          \
+    MHD_OPTION_NOTIFY_CONNECTION, cr_read_deadlines_notify, &(h)->deadlines,                      \
+    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL
 
 /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll misses a client's FIN that
  * arrives with the last bytes of a partial body, so abandoned uploads held their socket and
@@ -254,17 +313,24 @@ static int start_tcp(cr_http *h, uint16_t *port, char *err, size_t errlen)
     if (fam < 0)
         return -1;
     unsigned flags = BASE_FLAGS | (fam == AF_INET6 ? MHD_USE_IPv6 : 0) | (cr_tls_enabled(&h->tls) ? MHD_USE_TLS : 0);
+    /* Without the option libmicrohttpd sets only SO_REUSEADDR (restarts do not wait for
+     * TIME_WAIT); with 1 it sets SO_REUSEPORT, which lets a second daemon bind the same port and
+     * silently take half the connections: only when the operator asks. */
+    struct MHD_OptionItem reuse[] = {
+        {cfg->reuse_port ? MHD_OPTION_LISTENING_ADDRESS_REUSE : MHD_OPTION_END, 1, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    mhd_last_message[0] = '\0';
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, access_handler, h,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         COMMON_OPTIONS(h),
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
         MHD_OPTION_ARRAY, h->tls.options,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+        MHD_OPTION_ARRAY, reuse,
         MHD_OPTION_END);
     if (!h->daemon) {
-        snprintf(err, errlen, "cannot listen on %s:%d (in use, not allowed, or a bad TLS key pair)", cfg->bind,
-                 cfg->port);
+        explain_start_failure(cfg, &ss, err, errlen);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -303,6 +369,7 @@ static void http_free(cr_http *h)
         MHD_stop_daemon(h->unix_daemon); /* closes the listening socket */
         cr_unix_remove(&h->unix_sock);
     }
+    cr_read_deadlines_destroy(&h->deadlines); /* after the daemons: every close was notified */
     pthread_mutex_destroy(&h->waiting_mu);
     cr_auth_clear(&h->auth);
     cr_tls_free(&h->tls);
@@ -319,9 +386,10 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     *port = 0;
     const cr_config *cfg = deps->cfg;
     pthread_mutex_init(&h->waiting_mu, NULL);
+    cr_read_deadlines_init(&h->deadlines, cfg->read_timeout_s, cfg->min_body_rate_kbs);
     if (cr_cors_load(&h->cors, cfg->cors_origin, err, errlen) < 0 ||
         cr_auth_load(&h->auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
-        cr_tls_load(&h->tls, cfg->tls_cert, cfg->tls_key, err, errlen) < 0 ||
+        cr_tls_load(&h->tls, cfg->tls_cert, cfg->tls_key, cfg->tls_priorities, err, errlen) < 0 ||
         (cr_config_tcp(cfg) && start_tcp(h, port, err, errlen) < 0) ||
         (cfg->unix_socket[0] && start_unix(h, err, errlen) < 0)) {
         http_free(h);
@@ -340,7 +408,20 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     return h;
 }
 
-void cr_http_tick(cr_http *h) { cr_sync_tick(h); }
+void cr_http_tick(cr_http *h)
+{
+    cr_sync_tick(h);
+    int slow = cr_read_deadlines_sweep(&h->deadlines, cr_now());
+    if (slow > 0) {
+        cr_metrics_slow_closed((uint64_t)slow);
+        cr_log("warn", "closed %d connection(s) too slow to send their request (--read-timeout-s %d, "
+               "--min-body-rate-kbs %d)", slow, h->deps.cfg->read_timeout_s, h->deps.cfg->min_body_rate_kbs);
+    }
+}
+
+int cr_http_cut_off(cr_http *h) { return cr_sync_cut_off(h); }
+
+int cr_http_waiting(cr_http *h) { return cr_sync_waiting(h); }
 
 int cr_http_active(const cr_http *h) { return atomic_load(&h->active); }
 

@@ -16,5 +16,11 @@ void cr_http_stop(cr_http *h);
 void cr_http_tick(cr_http *h);
 /* Requests begun and not yet completed (a drain waits for the answers in flight). */
 int cr_http_active(const cr_http *h);
+/* The drain ran out: sync requests still waiting for their jobs are answered 503 draining now.
+ * Returns how many. */
+int cr_http_cut_off(cr_http *h);
+/* Sync requests not yet complete. cr_http_stop must wait for 0: libmicrohttpd aborts the process
+ * when it is stopped with a connection suspended. */
+int cr_http_waiting(cr_http *h);
 
 #endif

@@ -42,6 +42,11 @@ enum MHD_Result cr_queue(cr_conn *c, int status, struct MHD_Response *r)
     add_cors_headers(c, r);
     add_vary(c, r);
     c->status = status;
+    /* A draining daemon closes each connection after its answer, so keep-alive clients open a
+     * new one for their next request (refused once the daemon is gone) instead of sending it on
+     * a connection the exit is about to close under it. */
+    if (c->close_after || cr_engine_draining(c->h->deps.engine))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;

@@ -13,19 +13,40 @@
 /* Orders a worker's resume against the request forgetting its job (the connection may be gone). */
 static pthread_mutex_t resume_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* X-Crunchd-Timeout-Ms: decimal digits, 1..CR_TIMEOUT_MS_MAX like the body's timeout_ms (strtoll
+ * alone would take "+5", " 5" and clamp 10^30 to LLONG_MAX without a word). */
+static int parse_timeout_header(const char *v, int64_t *out, cr_error *err)
+{
+    static const char name[] = "X-Crunchd-Timeout-Ms";
+    if (*v < '0' || *v > '9')
+        return cr_fail(err, 400, "invalid_parameter", name,
+                       "%s must be a positive integer of milliseconds, got \"%.40s\"", name, v);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long ms = strtoull(v, &end, 10);
+    if (*end)
+        return cr_fail(err, 400, "invalid_parameter", name,
+                       "%s must be a positive integer of milliseconds, got \"%.40s\"", name, v);
+    if (ms < 1)
+        return cr_fail(err, 400, "invalid_parameter", name, "%s must be an integer >= 1, got %llu", name, ms);
+    if (errno == ERANGE || ms > (unsigned long long)CR_TIMEOUT_MS_MAX)
+        return cr_fail(err, 400, "invalid_parameter", name, "%s must be an integer <= %lld, got %.40s", name,
+                       CR_TIMEOUT_MS_MAX, v);
+    *out = (int64_t)ms;
+    return 0;
+}
+
 int cr_apply_job_headers(cr_conn *c, cr_job *j, cr_error *err)
 {
     _Static_assert(sizeof j->request_id == sizeof c->request_id, "a request id fits its job");
     memcpy(j->request_id, c->request_id, sizeof j->request_id);
     const char *timeout = cr_header(c, "X-Crunchd-Timeout-Ms");
-    if (timeout && j->req.timeout_ms == 0) {
-        char *end = NULL;
-        long long v = strtoll(timeout, &end, 10);
-        if (end == timeout || *end || v <= 0)
-            return cr_fail(err, 400, "invalid_parameter", "X-Crunchd-Timeout-Ms",
-                           "expected a positive integer of milliseconds");
-        j->req.timeout_ms = v;
-    }
+    int64_t ms = 0;
+    /* checked even when the body's timeout_ms wins: a bad header is a bad request either way */
+    if (timeout && parse_timeout_header(timeout, &ms, err) < 0)
+        return -1;
+    if (timeout && j->req.timeout_ms == 0)
+        j->req.timeout_ms = ms;
     const char *delay = cr_header(c, "X-Crunchd-Debug-Delay-Ms");
     if (delay && c->h->deps.cfg->test_hooks)
         j->debug_delay_ms = strtoll(delay, NULL, 10);
@@ -58,11 +79,21 @@ static void waiting_remove(cr_conn *c)
     pthread_mutex_unlock(&c->h->waiting_mu);
 }
 
+/* Resuming a connection that is not suspended is undefined in libmicrohttpd, and a job may be
+ * finished by its worker while the drain's cut-off resumes its connection: whoever resumes
+ * first clears j->conn (under resume_mu), so each suspension is resumed exactly once. */
+static void resume_once(cr_job *j)
+{
+    if (!j->conn)
+        return;
+    MHD_resume_connection(j->conn);
+    j->conn = NULL;
+}
+
 static void resume_on_done(cr_job *j)
 {
     pthread_mutex_lock(&resume_mu);
-    if (j->conn)
-        MHD_resume_connection(j->conn);
+    resume_once(j);
     pthread_mutex_unlock(&resume_mu);
 }
 
@@ -84,13 +115,62 @@ enum MHD_Result cr_run_sync(cr_conn *c, cr_job *j, cr_conn_encoder enc)
     return MHD_YES;
 }
 
+static enum MHD_Result answer_cut_off(cr_conn *c)
+{
+    cr_error err;
+    cr_fail(&err, 503, "draining", "",
+            "the daemon is shutting down and its drain period (--drain-timeout-s) ran out before "
+            "this job finished; retry on another instance");
+    return cr_send_error(c, &err);
+}
+
 enum MHD_Result cr_sync_resumed(cr_conn *c)
 {
     if (c->has_pending)
         return cr_send_error(c, &c->pending);
-    if (!cr_job_finished(c->job)) /* a spurious wake-up: keep waiting */
-        return MHD_suspend_connection(c->conn), MHD_YES;
-    return c->encode ? c->encode(c, c->job) : cr_send_job(c, c->job);
+    if (cr_job_finished(c->job)) /* its result wins over a cut-off that raced it */
+        return c->encode ? c->encode(c, c->job) : cr_send_job(c, c->job);
+    if (atomic_load(&c->cut_off))
+        return answer_cut_off(c);
+    /* Nothing resumes an unfinished job's connection but the cut-off; should anything else, wait
+     * on, re-armed for exactly one more resume (or answer, if the job finished meanwhile). */
+    pthread_mutex_lock(&resume_mu);
+    bool finished = cr_job_finished(c->job);
+    if (!finished) {
+        c->job->conn = c->conn;
+        MHD_suspend_connection(c->conn);
+    }
+    pthread_mutex_unlock(&resume_mu);
+    if (finished)
+        return c->encode ? c->encode(c, c->job) : cr_send_job(c, c->job);
+    return MHD_YES;
+}
+
+int cr_sync_cut_off(cr_http *h)
+{
+    int n = 0;
+    pthread_mutex_lock(&h->waiting_mu);
+    for (cr_conn *c = h->waiting_head; c; c = c->wait_next) {
+        pthread_mutex_lock(&resume_mu);
+        if (c->job && c->job->conn && !cr_job_finished(c->job)) {
+            atomic_store(&c->cut_off, true); /* before the resume: its thread reads it next */
+            resume_once(c->job);
+            n++;
+        }
+        pthread_mutex_unlock(&resume_mu);
+    }
+    pthread_mutex_unlock(&h->waiting_mu);
+    return n;
+}
+
+int cr_sync_waiting(cr_http *h)
+{
+    int n = 0;
+    pthread_mutex_lock(&h->waiting_mu);
+    for (const cr_conn *c = h->waiting_head; c; c = c->wait_next)
+        n++;
+    pthread_mutex_unlock(&h->waiting_mu);
+    return n;
 }
 
 void cr_sync_forget(cr_conn *c)

@@ -22,6 +22,13 @@ enum MHD_Result cr_sync_resumed(cr_conn *c);
  * a sync job nobody is left to answer, and drops the request's reference. */
 void cr_sync_forget(cr_conn *c);
 
+/* The drain ran out: every sync request still waiting for its job is resumed and answered 503
+ * draining (Retry-After), its job left to the engine's cut-off. Returns how many. */
+int cr_sync_cut_off(cr_http *h);
+/* Sync requests not yet complete: suspended, or resumed and their answer not yet sent. While any
+ * is suspended libmicrohttpd must not be stopped (it aborts the process). */
+int cr_sync_waiting(cr_http *h);
+
 /* Cancels the jobs of synchronous clients that hung up (a suspended connection is not polled
  * by libmicrohttpd, so we peek at its socket). */
 void cr_sync_tick(cr_http *h);

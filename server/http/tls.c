@@ -36,7 +36,8 @@ cleanup:
     return buf;
 }
 
-int cr_tls_load(cr_tls *t, const char *cert_path, const char *key_path, char *err, size_t errlen)
+int cr_tls_load(cr_tls *t, const char *cert_path, const char *key_path, const char *priorities, char *err,
+                size_t errlen)
 {
     memset(t, 0, sizeof *t);
     t->options[0] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
@@ -56,9 +57,15 @@ int cr_tls_load(cr_tls *t, const char *cert_path, const char *key_path, char *er
         cr_tls_free(t);
         return -1;
     }
+    /* GnuTLS's NORMAL still offers TLS 1.0/1.1 and the static RSA key exchange, whose recorded
+     * traffic a later leak of the key decrypts; the default keeps TLS 1.2+ with (EC)DHE only,
+     * which every client of the last decade speaks. An invalid string fails the start. */
     t->options[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, t->cert};
     t->options[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, t->key};
-    t->options[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    t->options[2] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                            (void *)(priorities && priorities[0] ? priorities
+                                                                                 : CR_TLS_DEFAULT_PRIORITIES)};
+    t->options[3] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     return 0;
 }
 

@@ -20,15 +20,20 @@ static void timestamp(char *out, size_t n)
     snprintf(out + k, n - k, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
-/* JSON string escaping for the few free-text values we log (paths, messages). */
-static void escape(char *out, size_t n, const char *s)
+/* Anything a client chose (method, path, a region's name, libmicrohttpd's messages about a
+ * request) reaches the log only through these, so no client can end a JSON string and add fields
+ * of its own, start a new line, or write terminal escapes into a text log. */
+
+/* As a JSON string's contents: quote, backslash, control bytes, DEL and bytes >= 0x80 (which
+ * may not be UTF-8) as \uXXXX; the line stays one valid JSON object whatever the input. */
+static void escape_json(char *out, size_t n, const char *s)
 {
     size_t j = 0;
     for (; s && *s && j + 7 < n; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
             j += (size_t)snprintf(out + j, n - j, "\\%c", c);
-        else if (c < 0x20)
+        else if (c < 0x20 || c >= 0x7f)
             j += (size_t)snprintf(out + j, n - j, "\\u%04x", c);
         else
             out[j++] = (char)c;
@@ -36,19 +41,38 @@ static void escape(char *out, size_t n, const char *s)
     out[j] = '\0';
 }
 
+/* For a text line: printable ASCII stays, a backslash doubles, anything else is \xHH. Fields of a
+ * request line are separated by spaces, so there a space is escaped too (a path "/x 200" must not
+ * read as a status); a message keeps its spaces. */
+static void escape_text(char *out, size_t n, const char *s, bool keep_spaces)
+{
+    size_t j = 0;
+    for (; s && *s && j + 5 < n; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\\')
+            j += (size_t)snprintf(out + j, n - j, "\\\\");
+        else if ((c == ' ' && keep_spaces) || (c > ' ' && c < 0x7f))
+            out[j++] = (char)c;
+        else
+            j += (size_t)snprintf(out + j, n - j, "\\x%02x", c);
+    }
+    out[j] = '\0';
+}
+
 void cr_log(const char *level, const char *fmt, ...)
 {
-    char ts[40], msg[1024], esc[2048];
+    char ts[40], msg[1024], esc[6 * sizeof msg];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     timestamp(ts, sizeof ts);
     if (as_json) {
-        escape(esc, sizeof esc, msg);
+        escape_json(esc, sizeof esc, msg);
         fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", ts, level, esc);
     } else {
-        fprintf(stderr, "%s %s %s\n", ts, level, msg);
+        escape_text(esc, sizeof esc, msg, true);
+        fprintf(stderr, "%s %s %s\n", ts, level, esc);
     }
 }
 
@@ -57,30 +81,53 @@ const char *cr_log_level_of_status(int status)
     return status >= 500 ? "error" : status >= 400 ? "warn" : "info";
 }
 
-/* request_id is safe as it is: request_id.c admits only [A-Za-z0-9._:-]. */
+/* A request line's string fields, each escaped for the log's format (NULL fields stay NULL). */
+typedef struct {
+    char method[6 * 16 + 1], path[6 * 256 + 1], id[6 * 40 + 1], op[6 * 16 + 1], shape[6 * 64 + 1],
+        kernel[6 * 32 + 1], error[6 * 32 + 1], peer[6 * 64 + 1];
+} escaped_fields;
+
+static const char *esc_field(char *out, size_t n, const char *s, bool json)
+{
+    if (!s)
+        return NULL;
+    if (json)
+        escape_json(out, n, s);
+    else
+        escape_text(out, n, s, false);
+    return out;
+}
+
 void cr_log_req(const cr_log_request *r)
 {
-    char ts[40], path[512];
+    char ts[40];
+    escaped_fields e;
+    bool j = as_json;
+    const char *method = esc_field(e.method, sizeof e.method, r->method, j);
+    const char *path = esc_field(e.path, sizeof e.path, r->path, j);
+    const char *id = esc_field(e.id, sizeof e.id, r->id, j);
+    const char *op = esc_field(e.op, sizeof e.op, r->op, j);
+    const char *shape = esc_field(e.shape, sizeof e.shape, r->shape, j);
+    const char *kernel = esc_field(e.kernel, sizeof e.kernel, r->kernel, j);
+    const char *error = esc_field(e.error, sizeof e.error, r->error_code, j);
+    const char *peer = esc_field(e.peer, sizeof e.peer, r->peer, j);
+    /* request_id is safe as it is: request_id.c admits only [A-Za-z0-9._:-] */
     const char *level = cr_log_level_of_status(r->status), *rid = r->request_id ? r->request_id : "";
     timestamp(ts, sizeof ts);
-    escape(path, sizeof path, r->path);
-    if (as_json) {
+    if (j) {
         fprintf(stderr,
                 "{\"ts\":\"%s\",\"level\":\"%s\",\"request_id\":\"%s\",\"method\":\"%s\",\"path\":\"%s\","
                 "\"peer\":\"%s\",\"status\":%d,\"ms\":%.3f,\"bytes_in\":%llu,\"id\":\"%s\",\"op\":\"%s\","
                 "\"shape\":\"%s\",\"kernel\":\"%s\",\"error\":\"%s\",\"queue_ms\":%.3f,\"h2d_ms\":%.3f,"
                 "\"kernel_ms\":%.3f,\"d2h_ms\":%.3f}\n",
-                ts, level, rid, r->method, path, r->peer ? r->peer : "", r->status, r->ms, r->bytes_in,
-                r->id ? r->id : "",
-                r->op ? r->op : "", r->shape ? r->shape : "", r->kernel ? r->kernel : "",
-                r->error_code ? r->error_code : "", r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms);
+                ts, level, rid, method ? method : "", path ? path : "", peer ? peer : "", r->status, r->ms,
+                r->bytes_in, id ? id : "", op ? op : "", shape ? shape : "", kernel ? kernel : "", error ? error : "",
+                r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms);
         return;
     }
-    /* path is escaped in text too: a %0a in a URL must not forge a log line */
     fprintf(stderr, "%s %s %s %s %d %.3fms rid=%s in=%llu peer=%s%s%s%s%s%s%s%s%s%s%s queue=%.3f h2d=%.3f kernel=%.3f d2h=%.3f\n",
-            ts, level, r->method, path, r->status, r->ms, rid, r->bytes_in, r->peer ? r->peer : "-", r->id ? " id=" : "",
-            r->id ? r->id : "",
-            r->op ? " op=" : "", r->op ? r->op : "", r->shape ? " shape=" : "", r->shape ? r->shape : "",
-            r->kernel ? " kernel=" : "", r->kernel ? r->kernel : "", r->error_code ? " error=" : "",
-            r->error_code ? r->error_code : "", r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms);
+            ts, level, method ? method : "-", path ? path : "-", r->status, r->ms, rid, r->bytes_in, peer ? peer : "-",
+            id ? " id=" : "", id ? id : "", op ? " op=" : "", op ? op : "", shape ? " shape=" : "", shape ? shape : "",
+            kernel ? " kernel=" : "", kernel ? kernel : "", error ? " error=" : "", error ? error : "",
+            r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms);
 }

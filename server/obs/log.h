@@ -1,5 +1,5 @@
 /* One line per request (and a few lifecycle lines) to stderr, as text or JSON. Never bodies or
- * tokens. */
+ * tokens. Every string is escaped for the format (clients choose methods, paths and names). */
 #ifndef CRUNCHD_LOG_H
 #define CRUNCHD_LOG_H
 

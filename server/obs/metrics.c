@@ -46,6 +46,7 @@ static struct {
     _Atomic uint64_t batch[CR_METRICS_MAX_DEVICES][N_BATCH_BOUNDS + 1]; /* last: +Inf */
     _Atomic uint64_t batch_jobs[CR_METRICS_MAX_DEVICES];
     _Atomic uint64_t bytes_in;
+    _Atomic uint64_t slow_closed;
     pthread_mutex_t mu; /* guards durations and flops */
     histogram durations[CR_OP_COUNT][N_PHASES];
     double flops[CR_OP_COUNT];
@@ -58,6 +59,7 @@ void cr_metrics_reset(void)
         for (int c = 0; c < N_CODES; c++)
             atomic_store(&m.requests[r][c], 0);
     atomic_store(&m.bytes_in, 0);
+    atomic_store(&m.slow_closed, 0);
     for (int d = 0; d < CR_METRICS_MAX_DEVICES; d++) {
         for (size_t i = 0; i <= N_BATCH_BOUNDS; i++)
             atomic_store(&m.batch[d][i], 0);
@@ -97,6 +99,8 @@ void cr_metrics_request(cr_route_label route, int http_status, double seconds)
 }
 
 void cr_metrics_bytes_in(uint64_t n) { atomic_fetch_add_explicit(&m.bytes_in, n, memory_order_relaxed); }
+
+void cr_metrics_slow_closed(uint64_t n) { atomic_fetch_add_explicit(&m.slow_closed, n, memory_order_relaxed); }
 
 void cr_metrics_batch(int device, int n)
 {
@@ -337,6 +341,10 @@ static void render_gauges(text *t, const cr_metrics_gauges *g)
     put(t, "# HELP crunchd_received_bytes_total Request body bytes received.\n"
            "# TYPE crunchd_received_bytes_total counter\ncrunchd_received_bytes_total %llu\n",
         (unsigned long long)atomic_load(&m.bytes_in));
+    put(t, "# HELP crunchd_slow_connections_closed_total Connections shut down for sending their request "
+           "too slowly (--read-timeout-s, --min-body-rate-kbs).\n"
+           "# TYPE crunchd_slow_connections_closed_total counter\ncrunchd_slow_connections_closed_total %llu\n",
+        (unsigned long long)atomic_load(&m.slow_closed));
     put(t, "# HELP crunchd_jobs_in_queue Jobs waiting for a worker.\n"
            "# TYPE crunchd_jobs_in_queue gauge\ncrunchd_jobs_in_queue %d\n", g->queued);
     put(t, "# HELP crunchd_jobs_running Jobs on a worker now.\n"

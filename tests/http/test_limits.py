@@ -83,7 +83,9 @@ def assert_one_more_refused(d, n, why):
 
 
 def test_max_connections_refuses_one_more_then_recovers(start_daemon):
-    d = start_daemon("--max-connections", "4", "--http-threads", "1", "--conn-timeout-s", "30")
+    # the per-address default (half) would refuse the third first: this is the total's test
+    d = start_daemon("--max-connections", "4", "--max-connections-per-ip", "0", "--http-threads", "1",
+                     "--conn-timeout-s", "30")
     assert_one_more_refused(d, 4, "connection N+1 was served while N were open")
     r = d.post("/v1/gemm", SMALL)
     assert r.status_code == 200, r.text

@@ -4,7 +4,9 @@ and bodies kept out of the logs, and a loopback bind by default."""
 import json
 import os
 import pathlib
+import re
 import shutil
+import socket
 import subprocess
 import time
 
@@ -128,6 +130,75 @@ def test_no_token_or_body_in_logs(start_daemon, tmp_path):
             assert secret not in log, f"{secret!r} in the {fmt} log"
 
 
+# Request lines a client controls byte for byte (libmicrohttpd decodes %XX in the path and takes
+# quotes, backslashes and raw control bytes in the method and path): each tries to forge a log
+# line, a JSON field, a text field or a terminal escape.
+HOSTILE_REQUEST_LINES = [
+    b"GET /x%0a2026-01-01T00:00:00.000Z%20info%20forged-line HTTP/1.1",
+    b"GET /x%0d%0a{%22level%22:%22error%22} HTTP/1.1",
+    b'GET /a%22,%22forged%22:%22yes HTTP/1.1',
+    b'G"E\\T","forged":"yes /b HTTP/1.1',
+    b"GET /c%1b[31mred%ff%7f%00end HTTP/1.1",
+    b"GET /d\xff\x01\x1b]0;title\x07e HTTP/1.1",
+    b"GET /sp ace 200 0.1ms in=0 error=forged HTTP/1.1",
+    b"POST /v1/gemm%0aforged HTTP/1.1",
+]
+
+
+def send_raw_line(port, line):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10 * SLOW)
+    try:
+        s.sendall(line + b"\r\nHost: t\r\nConnection: close\r\n\r\n")
+        while s.recv(65536):
+            pass
+    except (ConnectionResetError, socket.timeout):
+        pass
+    finally:
+        s.close()
+
+
+def test_client_strings_are_escaped_in_json_logs(start_daemon):
+    """Every line of a JSON log is one JSON object with the daemon's keys only, whatever the
+    method and path were; the path reads back as sent (bytes >= 0x80 as U+0080..U+00FF)."""
+    d = start_daemon("--log-format", "json", name="log-json-escape")
+    for line in HOSTILE_REQUEST_LINES:
+        send_raw_line(d.port, line)
+    d.stop()
+    keys = None
+    paths = []
+    for text in d.log_path.read_bytes().split(b"\n")[:-1]:
+        assert all(0x20 <= b < 0x7f for b in text), f"a raw control or non-ASCII byte: {text!r}"
+        rec = json.loads(text)
+        assert "forged" not in rec, rec
+        if "path" in rec:
+            keys = keys or set(rec)
+            assert set(rec) == keys, rec
+            paths.append(rec["path"])
+    assert "/x\n2026-01-01T00:00:00.000Z info forged-line" in paths, paths
+    assert '/a","forged":"yes' in paths, paths
+    assert "/c\x1b[31mred\xff\x7f" in paths, paths  # %00 ends the path in libmicrohttpd
+
+
+def test_client_strings_are_escaped_in_text_logs(start_daemon):
+    """A text log stays printable ASCII, one line per record, each starting with its timestamp;
+    a path's spaces are escaped so it cannot pose as the status and timing fields."""
+    d = start_daemon("--log-format", "text", name="log-text-escape")
+    for line in HOSTILE_REQUEST_LINES:
+        send_raw_line(d.port, line)
+    d.stop()
+    raw = d.log_path.read_bytes()
+    assert all(b == 0x0a or 0x20 <= b < 0x7f for b in raw), \
+        f"control or non-ASCII bytes in the text log: {[hex(b) for b in raw if b != 0x0a and not 0x20 <= b < 0x7f]}"
+    for text in raw.decode().splitlines():
+        assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ", text), text
+        assert not text.split(" ", 1)[1].startswith("info forged"), text
+    requests_logged = [t.split(" ") for t in raw.decode().splitlines() if " in=" in t and " /readyz " not in t]
+    assert len(requests_logged) == len(HOSTILE_REQUEST_LINES), requests_logged
+    for fields in requests_logged:
+        assert fields[4].isdigit() and fields[5].endswith("ms"), fields  # after ts, level, method, path
+    assert "GET /sp\\x20ace\\x20200\\x200.1ms\\x20in=0\\x20error=forged 404 " in raw.decode(), raw[-3000:]
+
+
 def test_binds_loopback_by_default(tmp_path):
     port_file = tmp_path / "port"
     log_path = tmp_path / "default-bind.log"
@@ -215,3 +286,58 @@ def test_tls_bad_configuration_refuses_to_start(self_signed, tmp_path, which):
             "garbage": ["--tls-cert", str(junk), "--tls-key", str(junk)]}[which]
     err = run_bad_start(*args, tmp_path=tmp_path)
     assert "tls" in err.lower() or "TLS" in err, err
+
+
+def s_client(port, *args):
+    """One TLS handshake with openssl s_client: (protocol, cipher) agreed, or None when the
+    daemon refused ('Cipher is (NONE)')."""
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is not installed (make deps)")
+    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", "127.0.0.1"]
+                       + list(args), input="", capture_output=True, text=True, timeout=30 * SLOW)
+    cipher = proto = None
+    for line in p.stdout.splitlines():
+        if line.startswith("New, "):  # "New, TLSv1.2, Cipher is X": the cipher's first version
+            first, _, cipher = line[5:].partition(", Cipher is ")
+            proto = proto or first
+        key, _, val = line.strip().partition(":")
+        if key.strip() == "Protocol":  # the session's version, when openssl prints the session
+            proto = val.strip()
+    return None if cipher in (None, "(NONE)") else (proto, cipher.strip())
+
+
+# openssl 3 will not offer TLS 1.1 (or SHA-1 suites) above security level 0: the client must be
+# willing, or a refusal would prove nothing about the daemon.
+TLS11 = ("-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0")
+STATIC_RSA = ("-tls1_2", "-cipher", "AES128-GCM-SHA256")  # TLS_RSA_WITH_AES_128_GCM_SHA256: no FS
+
+
+def test_tls_defaults_to_forward_secret_tls12_and_up(start_daemon, self_signed):
+    """By default only TLS 1.2+ with (EC)DHE: a recorded session stays secret if the key leaks
+    later. The same client handshakes get through GnuTLS's plain NORMAL (--tls-priorities), so
+    the refusals are the daemon's, not the client's."""
+    cert, key = self_signed
+    d = start_daemon("--tls-cert", cert, "--tls-key", key, start=False, name="tls-default")
+    d.verify = cert
+    d.start()
+    assert s_client(d.port, *TLS11) is None, "TLS 1.1 was accepted"
+    assert s_client(d.port, *STATIC_RSA) is None, "a static-RSA (non forward-secret) suite was accepted"
+    assert s_client(d.port, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256") == \
+        ("TLSv1.2", "ECDHE-RSA-AES128-GCM-SHA256")
+    assert s_client(d.port, "-tls1_3")[0] == "TLSv1.3"
+    assert d.get("/healthz").status_code == 200
+
+    loose = start_daemon("--tls-cert", cert, "--tls-key", key, "--tls-priorities", "NORMAL",
+                         start=False, name="tls-normal")
+    loose.verify = cert
+    loose.start()
+    assert s_client(loose.port, *STATIC_RSA) == ("TLSv1.2", "AES128-GCM-SHA256")
+    old = s_client(loose.port, *TLS11)
+    assert old is not None and old[0] == "TLSv1.1", old
+
+
+def test_tls_bad_priority_string_refuses_to_start(self_signed, tmp_path):
+    cert, key = self_signed
+    err = run_bad_start("--tls-cert", cert, "--tls-key", key, "--tls-priorities", "NOT-A-PRIORITY",
+                        tmp_path=tmp_path)
+    assert "TLS" in err, err

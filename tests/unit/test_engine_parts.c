@@ -209,6 +209,31 @@ static void test_queue_fifo_and_bounds(void)
     cr_job_release(c);
 }
 
+/* The drain's cut-off: every waiting job comes back to be failed, in order, the running one
+ * stays the worker's, and the closed queue takes nothing more; idle once the runner is done. */
+static void test_queue_close_and_take(void)
+{
+    cr_queue q;
+    CHECK(cr_queue_init(&q, 8) == 0);
+    cr_job *j[4];
+    for (int i = 0; i < 4; i++)
+        CHECK(cr_queue_push(&q, j[i] = new_job()) == 0);
+    CHECK(take1(&q) == j[0]);
+    cr_job *left = cr_queue_close_and_take(&q);
+    CHECK(left == j[1] && left->next == j[2] && j[2]->next == j[3] && j[3]->next == NULL);
+    int queued, running;
+    cr_queue_counts(&q, &queued, &running);
+    CHECK(queued == 0 && running == 1);
+    CHECK(cr_queue_push(&q, j[1]) == -2);
+    CHECK(take1(&q) == NULL); /* closed and empty: the workers stop */
+    CHECK(!cr_queue_wait_idle(&q, cr_now() + 0.01));
+    cr_queue_done(&q, 1);
+    CHECK(cr_queue_wait_idle(&q, cr_now() + 0.01));
+    CHECK(cr_queue_close_and_take(&q) == NULL);
+    cr_queue_destroy(&q);
+    release_all(j, 4);
+}
+
 static void test_queue_expiry(void)
 {
     cr_queue q;
@@ -327,11 +352,19 @@ static void test_config(void)
     CHECK(load(&c, 2, unknown) == -1);
     char *stray[] = {"crunchd", "extra"};
     CHECK(load(&c, 2, stray) == -1);
+    /* one address gets half the connections unless told; 0 lifts the limit */
+    CHECK(load(&c, 1, defaults) == 0 && c.max_connections == 1024 && c.max_connections_per_ip == 512);
+    char *few[] = {"crunchd", "--max-connections", "1"};
+    CHECK(load(&c, 3, few) == 0 && c.max_connections_per_ip == 1);
+    char *unlimited[] = {"crunchd", "--max-connections-per-ip", "0"};
+    CHECK(load(&c, 3, unlimited) == 0 && c.max_connections_per_ip == 0);
+    CHECK(c.read_timeout_s == 30 && c.min_body_rate_kbs == 8 && !c.reuse_port);
 }
 
 int main(void)
 {
     test_queue_fifo_and_bounds();
+    test_queue_close_and_take();
     test_queue_expiry();
     test_queue_batches();
     test_machine_sizing();
