@@ -45,7 +45,7 @@ static const opt_spec specs[] = {
     {"max-connections", OPT_INT, F(max_connections), 1, 1000000, "1024", "concurrent connections"},
     {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), -1, 1000000, "-1: half of --max-connections",
      "concurrent connections from one IP address (0: no limit)"},
-    {"conn-memory-kb", OPT_INT, F(conn_memory_kb), 4, 1 << 20, "256",
+    {"conn-memory-kb", OPT_INT, F(conn_memory_kb), 4, 1 << 20, "64",
      "memory per connection for headers and read buffers, KiB (bigger headers get 431)"},
     {"conn-timeout-s", OPT_INT, F(conn_timeout_s), 1, 86400, "60",
      "close a connection idle (nothing received or sent) this long, s"},
@@ -75,6 +75,8 @@ static const opt_spec specs[] = {
      "unregister shared memory regions no request used for this long, s (0: never)"},
     {"drain-timeout-s", OPT_INT, F(drain_timeout_s), 1, 86400, "30", "SIGTERM grace period, s"},
     {"log-format", OPT_STR, F(log_format), 0, 0, "text", "text | json"},
+    {"access-log", OPT_STR, F(access_log), 0, 0, "all",
+     "a log line per request: all | errors (4xx and 5xx only) | off"},
     {"gzip-level", OPT_INT, F(gzip_level), 0, 9, "1",
      "zlib level of gzip/deflate answers to clients that send Accept-Encoding (0: never compress)"},
     {"cors-origin", OPT_LIST, F(cors_origin), 0, 0, "none: CORS off",
@@ -119,7 +121,7 @@ static void set_defaults(cr_config *c)
      * recv() and a 128 MiB upload ~8000 of them; at 256 the GEMM of bench-e2e went from 100 to
      * 74 ms on the H100 machine, level with a bare loopback sink (more gained nothing). Pages
      * are touched only as a connection uses them. */
-    c->conn_memory_kb = 256;
+    c->conn_memory_kb = 64;
     c->conn_timeout_s = 60;
     c->max_body_mb = 4096;
     c->max_json_mb = 256; /* derive_limits: at most --max-body-mb unless given */
@@ -132,6 +134,7 @@ static void set_defaults(cr_config *c)
     c->shm_idle_s = 600;
     c->gzip_level = 1; /* JSON shrinks 3-4x at level 1 for a fraction of level 6's time */
     strcpy(c->log_format, "text");
+    strcpy(c->access_log, "all");
     strcpy(c->unix_socket_mode, "0660");
 }
 
@@ -235,6 +238,10 @@ static int check_choices(cr_config *c, FILE *err)
 {
     if (strcmp(c->backend, "cpu") && strcmp(c->backend, "cuda") && strcmp(c->backend, "auto")) {
         fprintf(err, "crunchd: --backend: expected cuda, cpu or auto, got '%s'\n", c->backend);
+        return -1;
+    }
+    if (strcmp(c->access_log, "all") && strcmp(c->access_log, "errors") && strcmp(c->access_log, "off")) {
+        fprintf(err, "crunchd: --access-log: expected all, errors or off, got '%s'\n", c->access_log);
         return -1;
     }
     if (strcmp(c->log_format, "text") && strcmp(c->log_format, "json")) {

@@ -38,6 +38,7 @@ typedef struct {
     int shm_idle_s;           /* regions unused this long are unregistered; 0: never */
     int drain_timeout_s;
     char log_format[8];       /* text | json */
+    char access_log[8];       /* all | errors | off */
     int gzip_level;           /* zlib level of compressed answers; 0: never compress */
     char cors_origin[1024];   /* allowed browser origins, comma-separated; empty: CORS off */
     char auth_token_file[256];

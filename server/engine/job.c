@@ -4,9 +4,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <uuid/uuid.h>
 
 #include "kernels/registry.h"
+#include "server/uuid4.h"
 
 void cr_server_timing(const cr_phase_ms *ms, char *out, size_t n)
 {
@@ -21,9 +21,7 @@ cr_job *cr_job_new(cr_request *req, bool async)
     cr_job *j = calloc(1, sizeof *j);
     if (!j)
         return NULL;
-    uuid_t u;
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, j->id);
+    cr_uuid4(j->id);
     j->req = *req;
     *req = (cr_request){0};
     j->async = async;

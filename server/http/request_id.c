@@ -2,7 +2,8 @@
 #include "server/http/request_id.h"
 
 #include <string.h>
-#include <uuid/uuid.h>
+
+#include "server/uuid4.h"
 
 static bool id_char(char ch)
 {
@@ -25,8 +26,6 @@ int cr_request_id_take(const char *header, char *out)
         strcpy(out, header);
         return 0;
     }
-    uuid_t u;
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, out);
+    cr_uuid4(out);
     return header ? -1 : 0;
 }

@@ -5,7 +5,10 @@
 
 #include <stdbool.h>
 
-void cr_log_init(bool json);
+/* Which requests get an access log line (--access-log): all, only 4xx and 5xx, or none. */
+typedef enum { CR_ACCESS_LOG_ALL, CR_ACCESS_LOG_ERRORS, CR_ACCESS_LOG_OFF } cr_access_log;
+
+void cr_log_init(bool json, cr_access_log access);
 /* A lifecycle message: level is "info", "warn" or "error". */
 void cr_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

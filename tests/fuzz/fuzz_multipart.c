@@ -113,7 +113,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     if (load_config() < 0 || cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)cfg.result_cap_mb << 20) < 0)
         abort();
-    cr_log_init(false);
+    cr_log_init(false, CR_ACCESS_LOG_ALL);
     cr_engine *e = engine = cr_engine_start(&cr_backend_cpu, &cfg, err, sizeof err);
     if (!e) {
         fprintf(stderr, "fuzz_multipart: cpu engine: %s\n", err);

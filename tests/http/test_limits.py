@@ -97,7 +97,7 @@ def test_max_connections_per_ip(start_daemon):
 
 
 def test_header_over_conn_memory_is_refused(daemon):
-    """A 400 KB header does not fit the default 256 KiB connection memory: MHD answers 431 (or
+    """A 400 KB header does not fit the default 64 KiB connection memory: MHD answers 431 (or
     413) itself, spends no more, and the daemon serves the next request."""
     raw = get_close(daemon.port, "/v1/info", b"X-Big: " + b"a" * 400_000 + b"\r\n", timeout=10)
     assert status_of(raw) in (413, 431), raw[:300]

@@ -136,3 +136,17 @@ def test_json_log_has_id_and_level(start_daemon):
     rec = json.loads(line)
     assert UUID_RE.match(rec["request_id"]) and rec["level"] == "warn", rec
     assert "bad id" not in d.log_text()
+
+
+@pytest.mark.parametrize("mode", ["errors", "off"])
+def test_access_log_modes(start_daemon, mode):
+    """--access-log errors keeps 4xx/5xx lines only, off keeps none; lifecycle lines stay."""
+    d = start_daemon("--access-log", mode)
+    d.post("/v1/histogram", {"data": [1]}, headers={RID: f"acc-{mode}-ok"})
+    d.get("/nowhere", headers={RID: f"acc-{mode}-404"})
+    d.stop()  # every request's line, if any, is written by the time it has exited
+    text = d.log_text()
+    assert f"rid=acc-{mode}-ok" not in text
+    assert (f"rid=acc-{mode}-404" in text) == (mode == "errors"), text[-2000:]
+    assert "rid=" in text or mode == "off"
+    assert "listening" in text, text[-2000:]

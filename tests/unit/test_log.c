@@ -15,7 +15,7 @@ static void capture(bool json, const cr_log_request *r, const char *msg, char *o
     int saved = dup(STDERR_FILENO);
     fflush(stderr);
     dup2(fileno(tmp), STDERR_FILENO);
-    cr_log_init(json);
+    cr_log_init(json, CR_ACCESS_LOG_ALL);
     if (r)
         cr_log_req(r);
     else
