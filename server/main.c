@@ -100,6 +100,7 @@ static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
     cr_http_tick(h);
     cr_engine_tick(e, now);
     cr_job_table_sweep(jobs, now);
+    cr_log_flush();
     /* about once a second: a dead client's regions go even if nobody registers or asks */
     if (now - last_shm_sweep >= 1.0) {
         cr_shm_sweep(now);

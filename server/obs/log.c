@@ -1,13 +1,20 @@
-/* Logging; see log.h. Each line is formatted into the caller's own buffer and written with one
- * write(2): lines from threads don't mix (O_APPEND files and pipes take a write of up to PIPE_BUF
- * whole), and no lock is held while a line is formatted: fprintf to stderr holds the stream's
- * lock for the formatting and the write, which serialised every HTTP thread at tens of
- * thousands of requests a second. */
+/* Logging; see log.h. Lines are formatted into the caller's own buffer, outside any lock:
+ * fprintf to stderr held the stream's lock for the formatting and the write, which serialised
+ * every HTTP thread at tens of thousands of requests a second.
+ *
+ * Access lines are then gathered per thread (a 32 KiB buffer each, behind its own, uncontended
+ * mutex) and written a buffer at a time: one write(2) per request cost a quarter of the small
+ * jobs' throughput on the 16-core GPU machine (--access-log off: 99k jobs/s against 75k). A
+ * buffer goes out when full, at every housekeeping tick (cr_log_flush, ~0.1 s), before any
+ * lifecycle line, and at exit. Writes hold write_mu, so buffers of different threads never
+ * interleave, even on a pipe where only PIPE_BUF bytes are atomic. */
 #include "server/obs/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,29 +22,118 @@
 static bool as_json;
 static cr_access_log access_mode = CR_ACCESS_LOG_ALL;
 
+#define LINE_BUF_BYTES (32 << 10)
+
+typedef struct line_buf {
+    pthread_mutex_t mu;
+    size_t len;
+    struct line_buf *next;
+    char data[LINE_BUF_BYTES];
+} line_buf;
+
+static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t bufs_mu = PTHREAD_MUTEX_INITIALIZER; /* the list; buffers live to the end */
+static line_buf *bufs;
+static _Thread_local line_buf *mine;
+
+static void write_all(const char *p, size_t len)
+{
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(STDERR_FILENO, p + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* nowhere to log to: nothing else to do with the lines */
+        off += (size_t)w;
+    }
+}
+
+static void write_locked(const char *p, size_t len)
+{
+    pthread_mutex_lock(&write_mu);
+    write_all(p, len);
+    pthread_mutex_unlock(&write_mu);
+}
+
+/* Under b->mu. */
+static void drain_buf(line_buf *b)
+{
+    if (b->len)
+        write_locked(b->data, b->len);
+    b->len = 0;
+}
+
+void cr_log_flush(void)
+{
+    pthread_mutex_lock(&bufs_mu);
+    for (line_buf *b = bufs; b; b = b->next) {
+        pthread_mutex_lock(&b->mu);
+        drain_buf(b);
+        pthread_mutex_unlock(&b->mu);
+    }
+    pthread_mutex_unlock(&bufs_mu);
+}
+
 void cr_log_init(bool json, cr_access_log access)
 {
     as_json = json;
     access_mode = access;
+    static bool registered;
+    if (!registered)
+        registered = atexit(cr_log_flush) == 0;
 }
 
-/* A line too long for its buffer is cut and still ends with a newline. */
-static void emit(char *line, int len, size_t cap)
+/* This thread's buffer, made on its first line; NULL when out of memory (lines then go out one
+ * by one). */
+static line_buf *my_buf(void)
+{
+    if (mine)
+        return mine;
+    line_buf *b = malloc(sizeof *b);
+    if (!b)
+        return NULL;
+    pthread_mutex_init(&b->mu, NULL);
+    b->len = 0;
+    pthread_mutex_lock(&bufs_mu);
+    b->next = bufs;
+    bufs = b;
+    pthread_mutex_unlock(&bufs_mu);
+    return mine = b;
+}
+
+/* len is snprintf's: a line too long for cap is cut, and still ends with a newline. */
+static size_t line_length(char *line, int len, size_t cap)
 {
     if (len < 0)
-        return;
+        return 0;
     if ((size_t)len >= cap) {
-        len = (int)cap - 1;
-        line[len - 1] = '\n';
+        line[cap - 2] = '\n';
+        return cap - 1;
     }
-    for (size_t off = 0; off < (size_t)len;) {
-        ssize_t w = write(STDERR_FILENO, line + off, (size_t)len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* nowhere to log to: nothing else to do with the line */
-        off += (size_t)w;
+    return (size_t)len;
+}
+
+static void emit_now(char *line, int len, size_t cap)
+{
+    size_t n = line_length(line, len, cap);
+    cr_log_flush(); /* access lines before it stay before it */
+    write_locked(line, n);
+}
+
+static void emit_buffered(char *line, int len, size_t cap)
+{
+    size_t n = line_length(line, len, cap);
+    line_buf *b = my_buf();
+    if (!b) {
+        write_locked(line, n);
+        return;
     }
+    pthread_mutex_lock(&b->mu);
+    if (b->len + n > sizeof b->data)
+        drain_buf(b);
+    memcpy(b->data + b->len, line, n);
+    b->len += n;
+    pthread_mutex_unlock(&b->mu);
 }
 
 static void timestamp(char *out, size_t n)
@@ -99,11 +195,11 @@ void cr_log(const char *level, const char *fmt, ...)
     timestamp(ts, sizeof ts);
     if (as_json) {
         escape_json(esc, sizeof esc, msg);
-        emit(line, snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", ts, level, esc),
+        emit_now(line, snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", ts, level, esc),
              sizeof line);
     } else {
         escape_text(esc, sizeof esc, msg, true);
-        emit(line, snprintf(line, sizeof line, "%s %s %s\n", ts, level, esc), sizeof line);
+        emit_now(line, snprintf(line, sizeof line, "%s %s %s\n", ts, level, esc), sizeof line);
     }
 }
 
@@ -148,7 +244,7 @@ void cr_log_req(const cr_log_request *r)
     const char *level = cr_log_level_of_status(r->status), *rid = r->request_id ? r->request_id : "";
     timestamp(ts, sizeof ts);
     if (j) {
-        emit(line, snprintf(line, sizeof line,
+        emit_buffered(line, snprintf(line, sizeof line,
                 "{\"ts\":\"%s\",\"level\":\"%s\",\"request_id\":\"%s\",\"method\":\"%s\",\"path\":\"%s\","
                 "\"peer\":\"%s\",\"status\":%d,\"ms\":%.3f,\"bytes_in\":%llu,\"id\":\"%s\",\"op\":\"%s\","
                 "\"shape\":\"%s\",\"kernel\":\"%s\",\"error\":\"%s\",\"queue_ms\":%.3f,\"h2d_ms\":%.3f,"
@@ -158,7 +254,7 @@ void cr_log_req(const cr_log_request *r)
                 r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms), sizeof line);
         return;
     }
-    emit(line, snprintf(line, sizeof line, "%s %s %s %s %d %.3fms rid=%s in=%llu peer=%s%s%s%s%s%s%s%s%s%s%s queue=%.3f h2d=%.3f kernel=%.3f d2h=%.3f\n",
+    emit_buffered(line, snprintf(line, sizeof line, "%s %s %s %s %d %.3fms rid=%s in=%llu peer=%s%s%s%s%s%s%s%s%s%s%s queue=%.3f h2d=%.3f kernel=%.3f d2h=%.3f\n",
             ts, level, method ? method : "-", path ? path : "-", r->status, r->ms, rid, r->bytes_in, peer ? peer : "-",
             id ? " id=" : "", id ? id : "", op ? " op=" : "", op ? op : "", shape ? " shape=" : "", shape ? shape : "",
             kernel ? " kernel=" : "", kernel ? kernel : "", error ? " error=" : "", error ? error : "",

@@ -9,7 +9,10 @@
 typedef enum { CR_ACCESS_LOG_ALL, CR_ACCESS_LOG_ERRORS, CR_ACCESS_LOG_OFF } cr_access_log;
 
 void cr_log_init(bool json, cr_access_log access);
-/* A lifecycle message: level is "info", "warn" or "error". */
+/* Writes the access lines gathered so far (the housekeeping tick calls it; so does exit). */
+void cr_log_flush(void);
+/* A lifecycle message: level is "info", "warn" or "error"; written at once, after the access
+ * lines gathered before it. */
 void cr_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef struct {
@@ -23,7 +26,8 @@ typedef struct {
     double queue_ms, h2d_ms, kernel_ms, d2h_ms;
 } cr_log_request;
 
-/* The access log line: level info for 1xx-3xx, warn for 4xx (499 included), error for 5xx. */
+/* The access log line: level info for 1xx-3xx, warn for 4xx (499 included), error for 5xx.
+ * Gathered per thread and written within about 0.1 s (cr_log_flush). */
 void cr_log_req(const cr_log_request *r);
 const char *cr_log_level_of_status(int status);
 

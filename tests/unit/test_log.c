@@ -20,6 +20,7 @@ static void capture(bool json, const cr_log_request *r, const char *msg, char *o
         cr_log_req(r);
     else
         cr_log("info", "region '%s'", msg);
+    cr_log_flush(); /* access lines are gathered per thread */
     fflush(stderr);
     dup2(saved, STDERR_FILENO);
     close(saved);
