@@ -60,7 +60,7 @@ help: ## list the targets
 deps: ## install what is missing (apt-get, pip); sudo when not root
 	@scripts/deps.sh
 
-build: $(BUILD)/crunchd $(UNIT_BIN) $(GPU_BIN) $(BENCH_BIN) ## build the daemon and its tests
+build: $(BUILD)/crunchd $(UNIT_BIN) $(GPU_BIN) $(BENCH_BIN) $(BUILD)/bench/sys_costs ## build the daemon and its tests
 	@if [ -n "$(NVCC)" ]; then echo "built crunchd with the CUDA and CPU backends ($(CUDA_ARCH))"; \
 	 else echo "nvcc not found: built crunchd with the CPU backend only"; fi
 
@@ -133,6 +133,14 @@ bench-json: $(BUILD)/bench/json_bench ## JSON decode/encode MB/s per core and pe
 $(BUILD)/bench/json_bench: bench/json_bench.c $(SERVER_OBJ) $(BUILD)/libcrunchkernels.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $(filter %.c %.o %.a,$^) $(LIBS) $(CUDA_LIBS)
+
+.PHONY: sys-costs
+sys-costs: $(BUILD)/bench/sys_costs ## what a system call, a wake-up, a page fault cost on this machine (any machine)
+	$(BUILD)/bench/sys_costs
+
+$(BUILD)/bench/sys_costs: bench/sys_costs.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< -lpthread
 
 build-fault: ## a test build with the fault-injection switch (build-fault/crunchd), for tests/http/test_fault.py
 	@$(MAKE) --no-print-directory BUILD=build-fault EXTRA_DEF=-DCRUNCHD_FAULT_INJECTION build-fault/crunchd

@@ -1,7 +1,6 @@
 /* The cuda backend: device enumeration and the table server/ calls through. Its kernels are rows
  * of kernels/registry.c; workers (cuda_worker.cu) and task runs (cuda_run.cu) live beside it. */
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_worker.h"
@@ -35,14 +34,8 @@ static cr_status cuda_init(int workers_per_device, char *err, size_t errlen)
         cudaGetLastError();
         return CR_E_UNSUPPORTED;
     }
-    const char *sched = getenv("CRUNCHD_CUDA_SCHEDULE"); /* EXPERIMENT */
-    unsigned flags = !sched ? 0 : !strcmp(sched, "spin") ? cudaDeviceScheduleSpin
-                   : !strcmp(sched, "yield") ? cudaDeviceScheduleYield
-                   : !strcmp(sched, "blocking") ? cudaDeviceScheduleBlockingSync : 0;
     for (int d = 0; d < count; d++) {
         CR_CHECK(&e, cudaSetDevice(d));
-        if (flags)
-            CR_CHECK(&e, cudaSetDeviceFlags(flags));
         CR_CHECK(&e, keep_pool_memory(d, &e));
     }
     n_devices = count;

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Where a load run's time goes: for each daemon configuration and row, jobs/s and p99 (wrk, as
+make bench-load) beside what the daemon's own metrics say over the run: CPU cores it used, mean
+batch size, mean queue wait, device busy fraction.
+
+  scripts/load_probe.py BUILD_DIR 'ARGS ; ARGS ; ...' [ENV=V,...]
+
+Each ';'-separated ARGS is one daemon configuration (empty: the defaults). Rows and connections
+as bench-load (BENCH_LOAD_ROWS, BENCH_LOAD_CONNS, BENCH_LOAD_SECONDS); CRUNCHD_BACKEND picks the
+backend. A configuration may start with 'env:K=V,K=V' to set daemon environment variables."""
+import os
+import pathlib
+import re
+import shlex
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench_load as bl  # noqa: E402
+
+
+def scrape(daemon):
+    text = daemon.get("/metrics").text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
+        if not m:
+            continue
+        name, labels, v = m.group(1), m.group(2) or "", float(m.group(3))
+        if "_bucket" in name:
+            continue
+        key = name + ("" if "device=" in labels else labels)
+        out[key] = out.get(key, 0.0) + v
+    return out
+
+
+def delta(a, b, key):
+    return b.get(key, 0.0) - a.get(key, 0.0)
+
+
+def main():
+    build = pathlib.Path(sys.argv[1]).resolve()
+    configs = [c.strip() for c in sys.argv[2].split(";")]
+    os.environ.setdefault("CRUNCHD_BIN", str(build / "crunchd"))
+    import conftest
+    conftest.BIN = os.environ["CRUNCHD_BIN"]
+    bl.WRK = os.environ.get("WRK") or "wrk"
+    rows = bl.env_list("BENCH_LOAD_ROWS", ["gemm64_json", "hist1k_json", "gemm16_json"])
+    conns = bl.env_list("BENCH_LOAD_CONNS", [64], int)
+    secs = int(os.environ.get("BENCH_LOAD_SECONDS", "4"))
+    print(f"{'config':<40} {'row':<12} {'conns':>5} {'jobs/s':>8} {'p99ms':>6} {'cores':>6} "
+          f"{'batch':>6} {'queue_us':>8} {'h2d+k+d2h':>9} {'busy':>5}")
+    with tempfile.TemporaryDirectory(prefix="probe-") as t:
+        tmp = pathlib.Path(t)
+        specs = [bl.make_row(name, tmp) for name in rows]
+        for ci, cfg in enumerate(configs):
+            env = {}
+            if cfg.startswith("env:"):
+                head, _, cfg = cfg.partition(" ")
+                env = dict(kv.split("=", 1) for kv in head[4:].split(","))
+            args = shlex.split(cfg) + ["--log-format", "text"]
+            d = conftest.Daemon(args, env=env, name=f"probe{ci}", workdir=tmp / f"d{ci}").start()
+            try:
+                for spec in specs:
+                    if (why := bl.check(d.base, spec)) is not None:
+                        print(f"WRONG {spec['name']}: {why}")
+                    for c in conns:
+                        bl.wrk(d.base, spec, c, 1)
+                        a = scrape(d)
+                        r = bl.wrk(d.base, spec, c, secs)
+                        b = scrape(d)
+                        op = spec["path"].rsplit("/", 1)[1]
+                        jobs = delta(a, b, f'crunchd_job_duration_seconds_count{{op="{op}",phase="queue"}}') or 1
+                        q = delta(a, b, f'crunchd_job_duration_seconds_sum{{op="{op}",phase="queue"}}') / jobs
+                        dev = sum(delta(a, b, f'crunchd_job_duration_seconds_sum{{op="{op}",phase="{p}"}}')
+                                  for p in ("h2d", "kernel", "d2h")) / jobs
+                        bs = delta(a, b, "crunchd_batch_size_count")
+                        batch = delta(a, b, "crunchd_batch_size_sum") / bs if bs else 1.0
+                        busy = delta(a, b, "crunchd_device_busy_seconds_total") / secs
+                        cores = delta(a, b, "process_cpu_seconds_total") / secs
+                        label = (" ".join(f"{k}={v}" for k, v in env.items()) + " " + cfg).strip() or "defaults"
+                        print(f"{label[:40]:<40} {spec['name']:<12} {c:>5} {r['jobs_s']:>8.0f} {r['p99_ms']:>6.2f} "
+                              f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {busy:>5.2f}",
+                              flush=True)
+            finally:
+                d.stop()
+
+
+if __name__ == "__main__":
+    main()
