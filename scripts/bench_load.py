@@ -164,6 +164,17 @@ def wrk(base, row, conns, secs):
             "codes": " ".join(f"{k}:{v}" for k, v in sorted(r["codes"].items()))}
 
 
+def print_machine_costs(build):
+    """The same machine kind can differ 2x from one start to the next (the GPU machine is a VM):
+    what its system calls, wake-ups and memory cost this time goes beside the figures."""
+    for exe in (build / "bench" / "sys_costs", build / "sys_costs"):
+        if exe.exists():
+            out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120).stdout
+            print("machine costs this run (make sys-costs):")
+            print("".join(f"  {line}\n" for line in out.splitlines()), end="")
+            return
+
+
 def measure(base, row, conns):
     warm = float(os.environ.get("BENCH_LOAD_WARMUP", "1"))
     if warm > 0:
@@ -322,6 +333,7 @@ def main():
             print(f"crunchd {info.get('version')} backend={machine['backend']} device={device} "
                   f"cpus={machine['cpus']} args='{machine['daemon_args']}'; alternative: "
                   + (f"aiohttp + NumPy, {alt_workers} process(es)" if alt_workers else "none"))
+            print_machine_costs(build)
             print(f"{'row':<13} {'conns':>5}  {'crunchd/s':>10} {'p50 ms':>7} {'p99 ms':>7} "
                   f"{'err':>5}  |  {'alt/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'err':>5}   ratio")
             for spec in specs:

@@ -99,6 +99,16 @@ static int put_numbers(const char **q, int64_t n, cr_dtype dt, void *dst, int64_
         }
         return 0;
     }
+    if (dt == CR_DT_U8) { /* histogram data: exact integers 0..255, or put_value's error */
+        uint8_t *d = (uint8_t *)dst + at;
+        for (int64_t k = 0; k < n; k++) {
+            double v = cr_jfast_next(q);
+            if (!(v >= 0 && v <= 255 && v == (double)(int)v))
+                return *index = k, put_value(v, dt, dst, at + k, p, err);
+            d[k] = (uint8_t)v;
+        }
+        return 0;
+    }
     if (dt == CR_DT_F64) {
         double *d = (double *)dst + at;
         for (int64_t k = 0; k < n; k++) {
