@@ -16,7 +16,6 @@ rm -rf .device
 scripts/bundle-libs.sh build/crunchd build-fault/crunchd-fault build/tests/gpu_* $(find build/bench -maxdepth 1 -type f -executable) \
     $(command -v wrk) # make bench-load's load generator
 strip .device/bin/*
-grep -qx '/.devpack/' .git/info/exclude || echo '/.devpack/' >> .git/info/exclude
 mkdir -p .devpack
 tar -cf - .device | xz -6 -T2 > .devpack/device.tar.xz
 ls -la .devpack/device.tar.xz
