@@ -194,6 +194,16 @@ class Daemon:
         except FileNotFoundError:
             return ""
 
+    def log_lines_with(self, text, timeout=10):
+        """The log's lines holding text, polled for: access lines reach the log within ~0.1 s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [ln for ln in self.log_text().splitlines() if text in ln]
+            if lines:
+                return lines
+            assert time.monotonic() < deadline, f"{text!r} not logged:\n" + self.log_tail()
+            time.sleep(POLL_S)
+
     def log_tail(self, n=60):
         return "\n".join(self.log_text().splitlines()[-n:])
 

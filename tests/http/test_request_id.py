@@ -4,23 +4,13 @@ of its request in both log formats, whose level follows the outcome (info 2xx/3x
 error 5xx). An invalid id is a 400 naming the header, and nothing else is affected."""
 
 import json
-import time
 
 import pytest
 
-from conftest import DELAY_HEADER, POLL_S, UUID_RE, assert_error, raw_exchange
+from conftest import DELAY_HEADER, UUID_RE, assert_error, raw_exchange
 
 RID = "X-Request-Id"
 
-
-def log_lines_with(d, text, timeout=10):
-    deadline = time.monotonic() + timeout
-    while True:
-        lines = [ln for ln in d.log_text().splitlines() if text in ln]
-        if lines:
-            return lines
-        assert time.monotonic() < deadline, f"{text!r} not logged:\n" + d.log_tail()
-        time.sleep(POLL_S)
 
 
 @pytest.mark.parametrize("method,path,body,status", [
@@ -115,7 +105,7 @@ def test_text_log_has_id_and_level(daemon):
     assert r.status_code == 504, r.text
     for rid, level, status in (("log-ok-1", "info", "200"), ("log-404-1", "warn", "404"),
                                ("log-504-1", "error", "504")):
-        (line,) = log_lines_with(daemon, f"rid={rid}")
+        (line,) = daemon.log_lines_with(f"rid={rid}")
         parts = line.split()
         assert parts[1] == level and status in parts, line
 
@@ -129,10 +119,10 @@ def test_json_log_has_id_and_level(start_daemon):
     d.get("/healthz", headers={RID: "bad id"})
     for rid, level, status in (("json-ok", "info", 200), ("json-400", "warn", 400),
                                ("json-504", "error", 504)):
-        (line,) = log_lines_with(d, f'"request_id":"{rid}"')
+        (line,) = d.log_lines_with(f'"request_id":"{rid}"')
         rec = json.loads(line)
         assert rec["level"] == level and rec["status"] == status and rec["request_id"] == rid, rec
-    (line,) = log_lines_with(d, '"error":"invalid_parameter"')
+    (line,) = d.log_lines_with('"error":"invalid_parameter"')
     rec = json.loads(line)
     assert UUID_RE.match(rec["request_id"]) and rec["level"] == "warn", rec
     assert "bad id" not in d.log_text()

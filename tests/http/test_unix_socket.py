@@ -68,7 +68,7 @@ def test_routes_over_the_socket_with_curl(start_daemon, sock_dir, tmp_path):
     assert p.returncode == 0 and b"crunchd_requests_total" in p.stdout, p.stdout[:300]
     # the same daemon still serves TCP
     assert d.get("/healthz").status_code == 200
-    assert "peer=unix:uid=%d," % os.getuid() in d.log_text()
+    assert d.log_lines_with("peer=unix:uid=%d," % os.getuid())
 
 
 def test_socket_only(start_daemon, sock_dir):
