@@ -31,45 +31,90 @@ static size_t skip_space(const char *body, size_t len, size_t at)
     return at;
 }
 
+static double to_double(bool neg, uint64_t m, int digits, int exp10, const char *s, size_t n);
+
 /* -?(d+(.d*)?|.d+)([eE][+-]?d+)? starting with '-' or a digit: what cJSON takes for a number
  * and strtod consumes whole, so cJSON's value is strtod's ("-.5" included, ".5" not). Returns
- * the token's length, 0 when not one. */
-static size_t number_token(const char *s, const char *end)
+ * the token's length and, when convert, its value in *v; 0 when not one. The digits are gathered
+ * as cr_jfast_next gathers them: the value is the same bits. Always inlined so that each caller's
+ * constant `convert` leaves either a bare syntax check or the fused conversion. */
+static inline __attribute__((always_inline)) size_t scan_number(const char *s, const char *end,
+                                                                  bool convert, double *v)
 {
     const char *p = s;
     bool neg = p < end && *p == '-';
     p += neg;
+    uint64_t m = 0;
+    int digits = 0, exp10 = 0;
     const char *d = p;
-    while (p < end && is_digit((unsigned char)*p))
-        p++;
+    for (; p < end && is_digit((unsigned char)*p); p++) {
+        if (!convert)
+            continue;
+        if (digits < 19)
+            m = m * 10 + (uint64_t)(*p - '0');
+        else
+            exp10++;
+        digits += digits || *p != '0';
+    }
     bool int_digits = p > d, frac_digits = false;
     if (!int_digits && !neg)
         return 0;
     if (p < end && *p == '.') {
         const char *f = ++p;
-        while (p < end && is_digit((unsigned char)*p))
-            p++;
+        for (; p < end && is_digit((unsigned char)*p); p++) {
+            if (!convert)
+                continue;
+            if (digits < 19) {
+                m = m * 10 + (uint64_t)(*p - '0');
+                exp10--;
+            }
+            digits += digits || *p != '0';
+        }
         frac_digits = p > f;
     }
     if (!int_digits && !frac_digits)
         return 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
+        bool eneg = p < end && *p == '-';
         if (p < end && (*p == '+' || *p == '-'))
             p++;
         const char *x = p;
-        while (p < end && is_digit((unsigned char)*p))
-            p++;
+        int e = 0;
+        for (; p < end && is_digit((unsigned char)*p); p++)
+            e = convert && e < 10000 ? e * 10 + (*p - '0') : e;
         if (p == x)
             return 0;
+        exp10 += eneg ? -e : e;
     }
     size_t n = (size_t)(p - s);
-    return n <= MAX_TOKEN ? n : 0;
+    if (n > MAX_TOKEN)
+        return 0;
+    if (convert)
+        *v = to_double(neg, m, digits, exp10, s, n);
+    return n;
+}
+
+/* Keeps a span's number for the decoder, while the values' bound allows; past it the rest of
+ * the body is read from its text (values_full), which is never an error. */
+static void keep_value(cr_jfast *f, double v)
+{
+    if (f->n_values == f->values_cap) {
+        size_t grown = f->values_cap ? f->values_cap * 2 : 1024;
+        double *p = grown <= CR_JFAST_VALUES_MAX ? realloc(f->values, grown * sizeof *p) : NULL;
+        if (!p) {
+            f->values_full = true;
+            return;
+        }
+        f->values = p;
+        f->values_cap = grown;
+    }
+    f->values[f->n_values++] = v;
 }
 
 /* If body[open] starts a list of plain numbers (maybe empty), its length and the offset of its
  * ']'; -1 otherwise. */
-static int64_t number_list(const char *body, size_t len, size_t open, size_t *close)
+static int64_t number_list(cr_jfast *f, const char *body, size_t len, size_t open, size_t *close)
 {
     size_t at = skip_space(body, len, open + 1);
     int64_t count = 0;
@@ -78,9 +123,14 @@ static int64_t number_list(const char *body, size_t len, size_t open, size_t *cl
         return 0;
     }
     for (;;) {
-        size_t n = number_token(body + at, body + len);
+        double v;
+        /* past the values' bound only the syntax is checked: the decoder reads the text */
+        size_t n = f->values_full ? scan_number(body + at, body + len, false, NULL)
+                                  : scan_number(body + at, body + len, true, &v);
         if (!n)
             return -1;
+        if (!f->values_full)
+            keep_value(f, v);
         count++;
         at = skip_space(body, len, at + n);
         if (at >= len)
@@ -97,7 +147,7 @@ static int64_t number_list(const char *body, size_t len, size_t open, size_t *cl
 
 /* If body[open] starts a list of number lists (rows), fills s's rows, count, cols, odd row and
  * close; -1 otherwise. */
-static int row_lists(const char *body, size_t len, size_t open, cr_jspan *s)
+static int row_lists(cr_jfast *f, const char *body, size_t len, size_t open, cr_jspan *s)
 {
     size_t at = open + 1;
     s->rows = s->count = 0;
@@ -105,7 +155,7 @@ static int row_lists(const char *body, size_t len, size_t open, cr_jspan *s)
     for (;;) {
         at = skip_space(body, len, at);
         size_t close = 0;
-        int64_t n = at < len && body[at] == '[' ? number_list(body, len, at, &close) : -1;
+        int64_t n = at < len && body[at] == '[' ? number_list(f, body, len, at, &close) : -1;
         if (n < 0)
             return -1;
         if (s->rows == 0)
@@ -129,14 +179,16 @@ static int row_lists(const char *body, size_t len, size_t open, cr_jspan *s)
 }
 
 /* Whether body[open] starts a span: a flat list or a list of rows, of CR_JFAST_MIN values. */
-static bool find_span(const char *body, size_t len, size_t open, cr_jspan *s)
+static bool find_span(cr_jfast *f, const char *body, size_t len, size_t open, cr_jspan *s)
 {
-    int64_t n = number_list(body, len, open, &s->close);
+    size_t mark = f->n_values;
+    int64_t n = number_list(f, body, len, open, &s->close);
     if (n >= 0) {
         s->count = n;
         return n >= CR_JFAST_MIN;
     }
-    return row_lists(body, len, open, s) == 0 && s->rows + s->count >= CR_JFAST_MIN;
+    f->n_values = mark;
+    return row_lists(f, body, len, open, s) == 0 && s->rows + s->count >= CR_JFAST_MIN;
 }
 
 /* Keeps s; 1 when the spans' budget is spent (the array stays with cJSON), -1 out of memory. */
@@ -221,7 +273,13 @@ int cr_jfast_scan(const char *body, size_t len, cr_jfast *f)
             continue;
         }
         cr_jspan s = {.open = bracket, .odd_row = -1, .ordinal = ordinal++};
-        int kept = find_span(body, len, bracket, &s) ? add_span(f, &cap, budget, &s) : 1;
+        size_t mark = f->n_values;
+        bool found = find_span(f, body, len, bracket, &s);
+        /* a span whose numbers did not all fit is read from its text, as one never kept */
+        s.values_at = found && !f->values_full ? (int64_t)mark : -1;
+        int kept = found ? add_span(f, &cap, budget, &s) : 1;
+        if (kept != 0 || s.values_at < 0)
+            f->n_values = mark;
         if (kept < 0)
             return cr_jfast_free(f), -1;
         at = kept == 0 ? s.close + 1 : bracket + 1;
@@ -428,6 +486,7 @@ void cr_jfast_free(cr_jfast *f)
     free(f->spans);
     free(f->by_node);
     free(f->skeleton);
+    free(f->values);
     memset(f, 0, sizeof *f);
 }
 
@@ -529,6 +588,13 @@ double cr_jfast_next(const char **pp)
         exp10 += eneg ? -e : e;
     }
     *pp = p;
+    return to_double(neg, m, digits, exp10, start, (size_t)(p - start));
+}
+
+/* The value of the token s[0..n) from its gathered digits: m (the first 19 significant ones),
+ * their count and the power of ten that scales m. */
+static double to_double(bool neg, uint64_t m, int digits, int exp10, const char *s, size_t n)
+{
     if (digits <= 19 && m <= (1ull << 53) && exp10 >= -22 && exp10 <= 22) {
         double v = (double)m;
         v = exp10 < 0 ? v / pow10_exact[-exp10] : v * pow10_exact[exp10];
@@ -537,5 +603,12 @@ double cr_jfast_next(const char **pp)
     double v;
     if (digits <= 19 && extended_path(m, exp10, &v))
         return neg ? -v : v;
-    return slow_path(start, (size_t)(p - start));
+    return slow_path(s, n);
+}
+
+cr_jnums cr_jspan_numbers(const cr_jfast *f, const cr_jspan *s)
+{
+    if (s->values_at >= 0)
+        return (cr_jnums){.values = f->values + s->values_at};
+    return (cr_jnums){.text = f->body + s->open + 1};
 }

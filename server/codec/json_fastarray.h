@@ -19,7 +19,13 @@
  * CR_JFAST_BUDGET_MIN + half the body (a request needs a few KB once its numbers are spans);
  * past that the parse stops and the request is refused (413 too_large, cr_jfast_fail_budget).
  * The spans' own bookkeeping is bounded the same way (CR_JFAST_BUDGET_MIN + a quarter of the
- * body): arrays past it stay with cJSON, whose budget then decides. */
+ * body): arrays past it stay with cJSON, whose budget then decides.
+ *
+ * One pass over the numbers: the scan that checks a span's grammar also converts its numbers,
+ * keeping the values of the first CR_JFAST_VALUES_MAX of the body (1 MiB of doubles: every
+ * request the throughput figures are about) so the decoder copies them instead of reading the
+ * text a second time; the spans past that are read from their text (cr_jfast_next), as all of
+ * them were before. Either way the values are the same bits. */
 #ifndef CRUNCHD_JSON_FASTARRAY_H
 #define CRUNCHD_JSON_FASTARRAY_H
 
@@ -32,6 +38,7 @@
 
 #define CR_JFAST_MIN 16
 #define CR_JFAST_BUDGET_MIN ((size_t)1 << 20)
+#define CR_JFAST_VALUES_MAX ((size_t)1 << 17)
 
 typedef struct {
     size_t open, close;      /* body offsets of its '[' and ']' */
@@ -42,6 +49,7 @@ typedef struct {
     int64_t odd_row;         /* rows: the first row whose length is not cols, or -1 */
     int64_t odd_len;         /* its length */
     uint64_t ordinal;        /* which '[' of the skeleton (outside strings) it is */
+    int64_t values_at;       /* its numbers from f->values[values_at] on; -1: from its text */
     const cJSON *node;       /* its "[]" in the parsed skeleton */
 } cr_jspan;
 
@@ -55,6 +63,9 @@ typedef struct cr_jfast {
     size_t skel_len;
     const char *text;        /* what cJSON parses: the skeleton, or the body */
     size_t text_len;
+    double *values;          /* the numbers of the spans that have values_at >= 0 */
+    size_t n_values, values_cap;
+    bool values_full;        /* CR_JFAST_VALUES_MAX reached: later spans are read from text */
 } cr_jfast;
 
 /* Finds the spans and builds the skeleton; -1 when out of memory. */
@@ -77,6 +88,29 @@ void cr_jfast_free(cr_jfast *f);
 /* The next number of a span at *p (skipping separators), advancing *p past it. Only for text
  * the scan accepted. */
 double cr_jfast_next(const char **p);
+
+/* A span's numbers in order, rows one after another: its kept values, or its text. */
+typedef struct {
+    const double *values; /* NULL: read text */
+    const char *text;
+} cr_jnums;
+
+cr_jnums cr_jspan_numbers(const cr_jfast *f, const cr_jspan *s);
+
+static inline double cr_jnums_next(cr_jnums *r)
+{
+    return r->values ? *r->values++ : cr_jfast_next(&r->text);
+}
+
+/* Before each row of a list of rows: steps the text past the row's '['. */
+static inline void cr_jnums_row(cr_jnums *r)
+{
+    if (!r->values) {
+        while (*r->text != '[')
+            r->text++;
+        r->text++;
+    }
+}
 
 /* Tests only: off, the scan finds no spans, so a body goes through cJSON alone (the reference
  * the fast path is compared against). */

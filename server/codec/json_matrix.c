@@ -82,16 +82,15 @@ static int put_element(const cJSON *e, cr_dtype dt, void *dst, int64_t at, const
     return put_value(e->valuedouble, dt, dst, at, p, err);
 }
 
-/* n numbers of a span's text from *q into dst[at..], *q left past the last; *index (p->i or
- * p->j) names the element in an error. One loop per dtype: this is the hot path of big JSON
- * requests. */
-static int put_numbers(const char **q, int64_t n, cr_dtype dt, void *dst, int64_t at,
+/* n numbers of a span from *q into dst[at..], *q left past the last; *index (p->i or p->j)
+ * names the element in an error. One loop per dtype: this is the hot path of JSON requests. */
+static int put_numbers(cr_jnums *q, int64_t n, cr_dtype dt, void *dst, int64_t at,
                        elem_path *p, int64_t *index, cr_error *err)
 {
     if (dt == CR_DT_F32) {
         float *d = (float *)dst + at;
         for (int64_t k = 0; k < n; k++) {
-            double v = cr_jfast_next(q);
+            double v = cr_jnums_next(q);
             float x = (float)v;
             if (!isfinite(x)) /* also catches a non-finite v */
                 return *index = k, put_value(v, dt, dst, at + k, p, err);
@@ -102,7 +101,7 @@ static int put_numbers(const char **q, int64_t n, cr_dtype dt, void *dst, int64_
     if (dt == CR_DT_U8) { /* histogram data: exact integers 0..255, or put_value's error */
         uint8_t *d = (uint8_t *)dst + at;
         for (int64_t k = 0; k < n; k++) {
-            double v = cr_jfast_next(q);
+            double v = cr_jnums_next(q);
             if (!(v >= 0 && v <= 255 && v == (double)(int)v))
                 return *index = k, put_value(v, dt, dst, at + k, p, err);
             d[k] = (uint8_t)v;
@@ -112,7 +111,7 @@ static int put_numbers(const char **q, int64_t n, cr_dtype dt, void *dst, int64_
     if (dt == CR_DT_F64) {
         double *d = (double *)dst + at;
         for (int64_t k = 0; k < n; k++) {
-            double v = cr_jfast_next(q);
+            double v = cr_jnums_next(q);
             if (!isfinite(v))
                 return *index = k, put_value(v, dt, dst, at + k, p, err);
             d[k] = v;
@@ -121,7 +120,7 @@ static int put_numbers(const char **q, int64_t n, cr_dtype dt, void *dst, int64_
     }
     for (int64_t k = 0; k < n; k++) {
         *index = k;
-        if (put_value(cr_jfast_next(q), dt, dst, at + k, p, err) != 0)
+        if (put_value(cr_jnums_next(q), dt, dst, at + k, p, err) != 0)
             return -1;
     }
     return 0;
@@ -131,7 +130,7 @@ static int put_numbers(const char **q, int64_t n, cr_dtype dt, void *dst, int64_
 static int put_span(const cr_jfast *f, const cr_jspan *s, cr_dtype dt, void *dst, int64_t at,
                     elem_path *p, int64_t *index, cr_error *err)
 {
-    const char *q = f->body + s->open + 1;
+    cr_jnums q = cr_jspan_numbers(f, s);
     return put_numbers(&q, s->count, dt, dst, at, p, index, err);
 }
 
@@ -141,11 +140,9 @@ int cr_jrows_fill_in(const cr_jfast *f, const cr_jspan *s, const char *prefix, c
     elem_path p = {prefix, 0, 0};
     if (s->odd_row >= 0) /* the shape check refuses these first: a bug */
         return cr_fail(err, 500, "internal", prefix, "%s has rows of unequal length", prefix);
-    const char *q = f->body + s->open + 1;
+    cr_jnums q = cr_jspan_numbers(f, s);
     for (; p.i < s->rows; p.i++) {
-        while (*q != '[') /* the span's text: separators, then the row's '[' */
-            q++;
-        q++;
+        cr_jnums_row(&q);
         if (put_numbers(&q, s->cols, dt, dst, p.i * s->cols, &p, &p.j, err) != 0)
             return -1;
     }

@@ -218,6 +218,63 @@ static void test_numbers(void)
     }
 }
 
+/* The scan keeps the values it converted: the same bits as strtod's, for every spelling. */
+static void test_kept_values(void)
+{
+    static const char *const nums[] = {
+        "0", "-0", "1.", "-.5", "1234567890123456789", "12345678901234567890123",
+        "0.30000000000000004", "2.2250738585072014e-308", "4.9e-324", "1e23", "1e-23",
+        "3.4028235e38", "123456.789e-3", "7.450580596923828125e-9", "1E5", "1e+5", "-0.1234",
+    };
+    enum { K = sizeof nums / sizeof nums[0] };
+    char body[1024] = "[";
+    for (size_t i = 0; i < K; i++)
+        snprintf(body + strlen(body), sizeof body - strlen(body), "%s%s", i ? " , " : "", nums[i]);
+    strcat(body, "]");
+    cr_jfast f;
+    CHECK(cr_jfast_scan(body, strlen(body), &f) == 0);
+    CHECK(f.n_spans == 1 && f.spans[0].values_at == 0 && f.n_values == K);
+    cr_jnums q = cr_jspan_numbers(&f, &f.spans[0]);
+    for (size_t i = 0; i < K && f.n_values == K; i++) {
+        double got = cr_jnums_next(&q), want = strtod(nums[i], NULL);
+        CHECK(memcmp(&got, &want, sizeof got) == 0);
+    }
+    cr_jfast_free(&f);
+}
+
+/* Past CR_JFAST_VALUES_MAX kept values, the spans that did not fit are read from their text:
+ * {"a": [[1.5, ...], ...], "data": [...]} with the second list too long to keep. */
+static void test_values_bound(void)
+{
+    size_t first = 1000, second = CR_JFAST_VALUES_MAX, cap = 64 + 8 * (first + second);
+    char *body = malloc(cap);
+    CHECK(body != NULL);
+    if (!body)
+        return;
+    size_t n = (size_t)sprintf(body, "{\"a\": [");
+    for (size_t i = 0; i < first; i++)
+        n += (size_t)sprintf(body + n, "%s[%zu.5]", i ? "," : "", i);
+    n += (size_t)sprintf(body + n, "], \"data\": [");
+    for (size_t i = 0; i < second; i++)
+        n += (size_t)sprintf(body + n, "%s%zu", i ? "," : "", i % 7);
+    n += (size_t)sprintf(body + n, "]}");
+    cr_jfast f;
+    CHECK(cr_jfast_scan(body, n, &f) == 0);
+    CHECK(f.n_spans == 2 && f.values_full && f.n_values == first);
+    if (f.n_spans == 2) {
+        CHECK(f.spans[0].values_at == 0 && f.spans[1].values_at == -1);
+        cr_jnums rows = cr_jspan_numbers(&f, &f.spans[0]), flat = cr_jspan_numbers(&f, &f.spans[1]);
+        for (size_t i = 0; i < first; i++) {
+            cr_jnums_row(&rows);
+            CHECK(cr_jnums_next(&rows) == (double)i + 0.5);
+        }
+        for (size_t i = 0; i < second; i++)
+            CHECK(cr_jnums_next(&flat) == (double)(i % 7));
+    }
+    cr_jfast_free(&f);
+    free(body);
+}
+
 /* ---- the fast path against cJSON alone -------------------------------------------------------- */
 
 /* Bodies built from random parts, each decoded twice: with the fast path and with it off (every
@@ -816,6 +873,8 @@ int main(void)
     test_syntax_offsets();
     test_strings();
     test_numbers();
+    test_kept_values();
+    test_values_bound();
     test_rows_are_one_span();
     test_row_span_errors();
     test_span_budget();
