@@ -242,6 +242,56 @@ static void test_kept_values(void)
     cr_jfast_free(&f);
 }
 
+/* Random spellings, as the scan meets them (runs of digits across its eight-byte steps, leading
+ * zeros, more than 19 significant digits, exponents), each the list's last number so that the
+ * body ends within eight bytes of it: every kept value is strtod's. */
+static void test_random_kept_values(void)
+{
+    unsigned seed = 12345;
+    int wrong = 0, kept = 0;
+    for (int i = 0; i < 200000; i++) {
+        char num[80], *w = num;
+        seed = seed * 1103515245u + 12345u;
+        unsigned r = seed >> 8;
+        if (r & 1)
+            *w++ = '-';
+        int zeros = (r >> 1) % 4 == 0 ? (int)(r >> 3) % 6 : 0, int_len = (int)(r >> 6) % 24;
+        int frac_len = (int)(r >> 11) % 24;
+        for (int k = 0; k < zeros; k++)
+            *w++ = '0';
+        for (int k = 0; k < int_len; k++, seed = seed * 1103515245u + 12345u)
+            *w++ = (char)('0' + (seed >> 16) % 10);
+        if (zeros + int_len == 0)
+            *w++ = '0';
+        if (frac_len || (r >> 16) % 2) {
+            *w++ = '.';
+            for (int k = 0; k < frac_len; k++, seed = seed * 1103515245u + 12345u)
+                *w++ = (char)('0' + (seed >> 16) % ((r >> 20) % 3 ? 10 : 2));
+        }
+        if ((r >> 17) % 3 == 0)
+            w += sprintf(w, "e%s%d", (r >> 19) % 2 ? "-" : "", (int)(seed >> 20) % 330);
+        *w = '\0';
+        if (w - num > 63)
+            continue; /* past the token bound: read through cJSON, not kept */
+        char body[200]; /* CR_JFAST_MIN numbers before it, 0-7 spaces: every alignment */
+        int len = snprintf(body, sizeof body, "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,%*s%s]",
+                           (int)(r >> 22) % 8, "", num);
+        char *exact = malloc((size_t)len); /* no slack after ']': the scan must stop at the end */
+        memcpy(exact, body, (size_t)len);
+        cr_jfast f;
+        double want = strtod(num, NULL);
+        if (cr_jfast_scan(exact, (size_t)len, &f) == 0 && f.n_values > 0) {
+            double got = f.values[f.n_values - 1];
+            kept += f.n_values == 17;
+            wrong += memcmp(&got, &want, sizeof got) != 0 && isfinite(want);
+            cr_jfast_free(&f);
+        }
+        free(exact);
+    }
+    CHECK_MSG(kept > 150000, "only %d of the random numbers were kept", kept);
+    CHECK_MSG(wrong == 0, "%d random numbers kept with other bits than strtod's", wrong);
+}
+
 /* Past CR_JFAST_VALUES_MAX kept values, the spans that did not fit are read from their text:
  * {"a": [[1.5, ...], ...], "data": [...]} with the second list too long to keep. */
 static void test_values_bound(void)
@@ -874,6 +924,7 @@ int main(void)
     test_strings();
     test_numbers();
     test_kept_values();
+    test_random_kept_values();
     test_values_bound();
     test_rows_are_one_span();
     test_row_span_errors();
