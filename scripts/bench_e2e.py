@@ -54,6 +54,8 @@ from multiprocessing import shared_memory
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "http"))
 from conftest import Daemon  # noqa: E402  (the tests' daemon runner: free port, readyz, drain)
+sys.path.insert(0, str(ROOT / "scripts"))
+import bench_load  # noqa: E402  (its multipart body, as curl -F builds it)
 
 REPS = 5
 SMALL = os.environ.get("CRUNCHD_E2E_SMALL", "") not in ("", "0")
@@ -354,19 +356,6 @@ def bench_hist_shm(d, h2d_gbps):
             **{f"{k}_ms": median_timing(answers, k) for k in ("receive", "queue", "h2d", "total")}}
 
 
-def multipart(fields):
-    """The multipart/form-data body curl -F builds for these (name, bytes) files."""
-    boundary = "crunchd-e2e-boundary"
-    parts = []
-    for name, data in fields:
-        parts.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; "
-                     f"filename=\"{name}.npy\"\r\nContent-Type: application/octet-stream\r\n\r\n".encode())
-        parts.append(data)
-        parts.append(b"\r\n")
-    parts.append(f"--{boundary}--\r\n".encode())
-    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
-
-
 def post_unix_bare(path, target, body, ctype):
     """One HTTP/1.1 POST over a Unix socket written as the floor's bare transfer is: 8 MiB
     sends, the answer received straight into a buffer of its Content-Length. Returns
@@ -419,7 +408,8 @@ def bench_gemm_unix(d, tmp, tcp_row):
     sink_args = args[:-1] + ["--unix-socket", sink, f"http://localhost/reply/{n * n * 4 + 128}"]
     curl_sink_s = statistics.median(curl(sink_args)[0] for _ in range(REPS))
     os.unlink(sink)
-    body, ctype = multipart([("a", (tmp / "a.npy").read_bytes()), ("b", (tmp / "b.npy").read_bytes())])
+    body = bench_load.multipart({"a": a, "b": b})
+    ctype = f"multipart/form-data; boundary={bench_load.BOUNDARY}"
     target = f"/v1/gemm?kernel={Sizes.gemm_kernel}"
     post_unix_bare(d.unix_path, target, body, ctype)
     bare = [post_unix_bare(d.unix_path, target, body, ctype) for _ in range(REPS)]
