@@ -33,6 +33,8 @@ def scrape(daemon):
             continue
         key = name + ("" if "device=" in labels else labels)
         out[key] = out.get(key, 0.0) + v
+        if "device=" in labels and name == "crunchd_device_busy_seconds_total":
+            out[name + labels] = v  # each device's own too: does the load spread?
     return out
 
 
@@ -51,7 +53,7 @@ def main():
     conns = bl.env_list("BENCH_LOAD_CONNS", [64], int)
     secs = int(os.environ.get("BENCH_LOAD_SECONDS", "4"))
     print(f"{'config':<40} {'row':<12} {'conns':>5} {'jobs/s':>8} {'p99ms':>6} {'cores':>6} "
-          f"{'batch':>6} {'queue_us':>8} {'h2d+k+d2h':>9} {'busy':>5}")
+          f"{'batch':>6} {'queue_us':>8} {'h2d+k+d2h':>9} {'busy':>5} per device")
     with tempfile.TemporaryDirectory(prefix="probe-") as t:
         tmp = pathlib.Path(t)
         specs = [bl.make_row(name, tmp) for name in rows]
@@ -79,10 +81,12 @@ def main():
                         bs = delta(a, b, "crunchd_batch_size_count")
                         batch = delta(a, b, "crunchd_batch_size_sum") / bs if bs else 1.0
                         busy = delta(a, b, "crunchd_device_busy_seconds_total") / secs
+                        per_dev = "/".join(f"{delta(a, b, k) / secs:.2f}" for k in sorted(b)
+                                           if k.startswith("crunchd_device_busy_seconds_total{"))
                         cores = delta(a, b, "process_cpu_seconds_total") / secs
                         label = (" ".join(f"{k}={v}" for k, v in env.items()) + " " + cfg).strip() or "defaults"
                         print(f"{label[:40]:<40} {spec['name']:<12} {c:>5} {r['jobs_s']:>8.0f} {r['p99_ms']:>6.2f} "
-                              f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {busy:>5.2f}",
+                              f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {busy:>5.2f} {per_dev}",
                               flush=True)
             finally:
                 d.stop()
