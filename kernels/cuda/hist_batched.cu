@@ -56,11 +56,8 @@ extern "C" cudaError_t cr_cuda_hist_batched(const cr_hist_job *jobs, int n, int 
     int64_t per = (max_count + threads * 16 - 1) / (threads * 16);
     dim3 grid((unsigned)(per < 1 ? 1 : per > 32 ? 32 : per), (unsigned)n);
     size_t smem = (size_t)bins * sizeof(unsigned);
-    switch (dt) {
-    case CR_DT_U8: hist_batched_kernel<unsigned char><<<grid, threads, smem, s>>>(jobs, bins); break;
-    case CR_DT_F32: hist_batched_kernel<float><<<grid, threads, smem, s>>>(jobs, bins); break;
-    case CR_DT_F64: hist_batched_kernel<double><<<grid, threads, smem, s>>>(jobs, bins); break;
-    default: return cudaErrorNotSupported;
-    }
-    return cudaGetLastError();
+    return cr_hist_by_dtype(dt, [&](auto v) {
+        hist_batched_kernel<decltype(v)><<<grid, threads, smem, s>>>(jobs, bins);
+        return cudaGetLastError();
+    });
 }

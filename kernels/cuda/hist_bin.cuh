@@ -81,12 +81,37 @@ struct cr_numpy_binner {
     }
 };
 
+/* f(T{}) for the element type T of dt, the one place a histogram dtype becomes a C++ type:
+ * every kernel takes every dtype the CPU backend takes (floats, and integers of 8 to 64 bits
+ * binned as float64, as numpy bins them). cudaErrorNotSupported for anything else. */
+template <typename F> static inline cudaError_t cr_hist_by_dtype(cr_dtype dt, F f)
+{
+    switch (dt) {
+    case CR_DT_U8: return f((unsigned char)0);
+    case CR_DT_I8: return f((signed char)0);
+    case CR_DT_U16: return f((uint16_t)0);
+    case CR_DT_I16: return f((int16_t)0);
+    case CR_DT_U32: return f((uint32_t)0);
+    case CR_DT_I32: return f((int32_t)0);
+    case CR_DT_U64: return f((uint64_t)0);
+    case CR_DT_I64: return f((int64_t)0);
+    case CR_DT_F32: return f(0.0f);
+    case CR_DT_F64: return f(0.0);
+    default: return cudaErrorNotSupported;
+    }
+}
+
+static inline bool cr_hist_dtype_ok(cr_dtype dt)
+{
+    return cr_hist_by_dtype(dt, [](auto) { return cudaSuccess; }) == cudaSuccess;
+}
+
 /* Common start of every launcher: validate, zero the counts, nothing more to do when empty.
  * Returns cudaErrorNotReady (never otherwise returned by a launcher) to say "done, no launch". */
 static inline cudaError_t cr_hist_begin(const cr_hist_dev *h, cr_dtype dt, cr_hist_params *p,
                                         cudaStream_t s)
 {
-    if (dt != CR_DT_U8 && dt != CR_DT_F32 && dt != CR_DT_F64)
+    if (!cr_hist_dtype_ok(dt))
         return cudaErrorNotSupported;
     if (h->count < 0 || (h->count > 0 && !h->data) || !h->counts)
         return cudaErrorInvalidValue;
@@ -114,11 +139,7 @@ static cudaError_t cr_hist_dispatch(const cr_hist_dev *h, cr_dtype dt, cudaStrea
     cr_numpy_binner np = {p};
     if (cr_hist_is_byte_identity(h, dt))
         return Launch::bytes(h, s);
-    switch (dt) {
-    case CR_DT_U8: return Launch::template run<unsigned char>(h, np, s);
-    case CR_DT_F32: return Launch::template run<float>(h, np, s);
-    default: return Launch::template run<double>(h, np, s);
-    }
+    return cr_hist_by_dtype(dt, [&](auto v) { return Launch::template run<decltype(v)>(h, np, s); });
 }
 
 /* Blocks for a grid-stride loop: enough to fill every SM `per_sm` times, fewer for small data. */

@@ -82,7 +82,7 @@ extern "C" cudaError_t cr_cuda_hist_cub(const cr_hist_dev *h, cr_dtype dt, void 
     cr_hist_params p;
     cudaError_t e;
     if (!temp) { /* size query: validate without touching the device */
-        if (dt != CR_DT_U8 && dt != CR_DT_F32 && dt != CR_DT_F64)
+        if (!cr_hist_dtype_ok(dt))
             return cudaErrorNotSupported;
         if ((e = cr_hist_make_params(h, dt, &p)) != cudaSuccess)
             return e;
@@ -92,9 +92,5 @@ extern "C" cudaError_t cr_cuda_hist_cub(const cr_hist_dev *h, cr_dtype dt, void 
             return e == cudaErrorNotReady ? cudaSuccess : e;
     }
     bool identity = cr_hist_is_byte_identity(h, dt);
-    switch (dt) {
-    case CR_DT_U8: return run_cub<unsigned char>(h, p, identity, temp, temp_bytes, s);
-    case CR_DT_F32: return run_cub<float>(h, p, false, temp, temp_bytes, s);
-    default: return run_cub<double>(h, p, false, temp, temp_bytes, s);
-    }
+    return cr_hist_by_dtype(dt, [&](auto v) { return run_cub<decltype(v)>(h, p, identity, temp, temp_bytes, s); });
 }

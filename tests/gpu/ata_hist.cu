@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits>
 #include <vector>
 
 #include "kernels/cuda/ata_hist_kernels.h"
@@ -241,6 +242,25 @@ static void test_hist_bytes(void)
     }
 }
 
+template <typename T> static void shuffle(std::vector<T> &v)
+{
+    for (int64_t i = (int64_t)v.size() - 1; i > 0; i--)
+        std::swap(v[i], v[rnd() % (i + 1)]);
+}
+
+/* The counts the host's numpy rule gives: what every kernel must match. */
+template <typename T>
+static std::vector<uint64_t> host_counts(const std::vector<T> &data, const cr_hist_params &p)
+{
+    std::vector<uint64_t> want(p.bins, 0);
+    for (T x : data) {
+        int b = cr_hist_bin((double)x, p);
+        if (b >= 0)
+            want[b]++;
+    }
+    return want;
+}
+
 /* Values that sit on every edge numpy's linspace gives, on lo and hi, just outside, NaN, ±inf,
  * plus random ones around the range. */
 template <typename T>
@@ -256,8 +276,7 @@ static std::vector<T> edge_values(int64_t count, const cr_hist_params &p)
             v.push_back(x);
     while ((int64_t)v.size() < count)
         v.push_back((T)uniform(p.lo - 0.2 * p.span, p.hi + 0.2 * p.span));
-    for (int64_t i = count - 1; i > 0; i--) /* shuffle, so the edges are not all at the head */
-        std::swap(v[i], v[rnd() % (i + 1)]);
+    shuffle(v); /* so the edges are not all at the head */
     return v;
 }
 
@@ -273,16 +292,50 @@ static void test_hist_floats_of(cr_dtype dt)
                 cr_hist_params p = {};
                 cr_hist_make_params(&hd, CR_DT_F64, &p); /* the range is float64-exact */
                 std::vector<T> data = edge_values<T>(len, p);
-                std::vector<uint64_t> want(bins, 0);
-                for (T x : data) {
-                    int b = cr_hist_bin((double)x, p);
-                    if (b >= 0)
-                        want[b]++;
-                }
+                std::vector<uint64_t> want = host_counts(data, p);
                 char what[96];
                 snprintf(what, sizeof what, "%s len=%lld bins=%d offset=%zu", sizeof(T) == 4 ? "f32" : "f64",
                          (long long)len, bins, off_elems);
                 check_hist(what, data.data(), sizeof(T), len, off_elems * sizeof(T), dt, bins, -1.7, 3.1, want);
+            }
+}
+
+/* Integers of every width, binned as float64 the way numpy does: values on and next to every
+ * integer edge, the type's extremes (where 64-bit values round on the way to double), and
+ * random ones across and beyond the range, at odd lengths and misaligned starts. */
+template <typename T>
+static void test_hist_ints_of(cr_dtype dt, const char *name, double lo, double hi)
+{
+    static const int64_t lengths[] = {1, 15, 16, 17, 100003, 1000003};
+    static const int bin_counts[] = {1, 7, 13, 300, 5000};
+    const T tmin = std::numeric_limits<T>::min(), tmax = std::numeric_limits<T>::max();
+    for (int64_t len : lengths)
+        for (int bins : bin_counts)
+            for (size_t off_elems : {0, 1}) {
+                cr_hist_dev hd = {len, NULL, bins, lo, hi, NULL};
+                cr_hist_params p = {};
+                if (!cuda_ok(cr_hist_make_params(&hd, dt, &p), name))
+                    return;
+                std::vector<T> data;
+                for (int i = 0; i <= bins && (int64_t)data.size() + 3 <= len; i++) {
+                    double e = cr_hist_edge(p, i);
+                    for (double d : {floor(e) - 1, floor(e), ceil(e)})
+                        if (d >= (double)tmin && d <= (double)tmax)
+                            data.push_back((T)d);
+                }
+                for (T x : {tmin, tmax, (T)(tmin + 1), (T)(tmax - 1)})
+                    if ((int64_t)data.size() < len)
+                        data.push_back(x);
+                double wlo = fmax(lo - 0.2 * (hi - lo), (double)tmin), whi = fmin(hi + 0.2 * (hi - lo), (double)tmax);
+                while ((int64_t)data.size() < len) {
+                    double d = floor(uniform(wlo, whi));
+                    data.push_back(d <= (double)tmin ? tmin : d >= (double)tmax ? tmax : (T)d);
+                }
+                shuffle(data);
+                std::vector<uint64_t> want = host_counts(data, p);
+                char what[96];
+                snprintf(what, sizeof what, "%s len=%lld bins=%d offset=%zu", name, (long long)len, bins, off_elems);
+                check_hist(what, data.data(), sizeof(T), len, off_elems * sizeof(T), dt, bins, lo, hi, want);
             }
 }
 
@@ -315,7 +368,7 @@ static void test_hist_invalid(void)
         expect(k.fn(&bad_range, CR_DT_F32, 0) == cudaErrorInvalidValue, "hist lo > hi is invalid");
         expect(k.fn(&bad_bins, CR_DT_F32, 0) == cudaErrorInvalidValue, "hist 0 bins is invalid");
         expect(k.fn(&inf_range, CR_DT_F64, 0) == cudaErrorInvalidValue, "hist infinite range is invalid");
-        expect(k.fn(&bad_bins, CR_DT_I32, 0) == cudaErrorNotSupported, "hist int32 unsupported");
+        expect(k.fn(&bad_bins, CR_DT_COUNT, 0) == cudaErrorNotSupported, "hist unknown dtype unsupported");
     }
     cudaFree(dc);
 }
@@ -326,6 +379,14 @@ int main(void)
     test_hist_bytes();
     test_hist_floats_of<float>(CR_DT_F32);
     test_hist_floats_of<double>(CR_DT_F64);
+    test_hist_ints_of<int8_t>(CR_DT_I8, "i8", -100, 117);
+    test_hist_ints_of<uint8_t>(CR_DT_U8, "u8 numpy bins", 3, 250);
+    test_hist_ints_of<uint16_t>(CR_DT_U16, "u16", 10, 60001);
+    test_hist_ints_of<int16_t>(CR_DT_I16, "i16", -30000, 12345);
+    test_hist_ints_of<uint32_t>(CR_DT_U32, "u32", 0, 4e9);
+    test_hist_ints_of<int32_t>(CR_DT_I32, "i32", -2e9, 7);
+    test_hist_ints_of<uint64_t>(CR_DT_U64, "u64", 1e3, 1.8e19);
+    test_hist_ints_of<int64_t>(CR_DT_I64, "i64", -9.2e18, 9.2e18);
     test_hist_numpy_answers();
     test_hist_invalid();
     printf("ata_hist: %d passed, %d failed\n", passed, failed);

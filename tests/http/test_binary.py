@@ -136,7 +136,7 @@ def test_histogram_npy_dtypes_numpy_defaults(daemon, kernels, dtype):
     lo, hi = (max(info.min, -1000), min(info.max, 1000)) if info else (-3, 3)
     x = rng(6).uniform(lo, hi, 5000).astype(dtype)
     r = daemon.post("/v1/histogram", data=npy(x), headers=NPY)
-    if not kernels_for(kernels, "histogram", dtype):  # cuda kernels take uint8/float32/float64
+    if not kernels_for(kernels, "histogram", dtype):  # cuda offers uint8/float32/float64 for now
         assert_error(r, 400, "unsupported", field="dtype")
         return
     assert r.status_code == 200, r.text
@@ -144,6 +144,29 @@ def test_histogram_npy_dtypes_numpy_defaults(daemon, kernels, dtype):
     res = r.json()["result"]
     assert res["counts"] == counts.tolist()
     np.testing.assert_allclose(res["edges"], edges, rtol=1e-6, atol=1e-6 * float(np.ptp(edges)))
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_histogram_int_dtypes_every_kernel(daemon, kernels, dtype):
+    """Every histogram kernel takes every integer dtype (binned as float64, as numpy bins them):
+    an odd length and bin count, edges between integers, values on either side of each edge,
+    and the type's extremes (which round on their way to float64 for 64-bit types)."""
+    info = np.iinfo(dtype)
+    lo, hi = max(int(info.min), -997), min(int(info.max), 1003)
+    edges = np.linspace(lo, hi, 14)
+    near = np.concatenate([np.floor(edges) - 1, np.floor(edges), np.ceil(edges)])
+    vals = [int(v) for v in near] + [int(info.min), int(info.max), lo - 1, hi + 1] + \
+        rng(13).integers(lo - 60, hi + 60, 10007 - len(near) - 4).tolist()
+    x = np.array([min(max(v, int(info.min)), int(info.max)) for v in vals], dtype=dtype)
+    want, _ = np.histogram(x, bins=13, range=(lo, hi))
+    names = kernels_for(kernels, "histogram", dtype)
+    if not names:  # cuda offers uint8/float32/float64 for now (kernels/registry.c)
+        assert_error(daemon.post("/v1/histogram", data=npy(x), headers=NPY), 400, "unsupported", field="dtype")
+        return
+    for name in names:
+        r = daemon.post(f"/v1/histogram?kernel={name}&bins=13&range={lo},{hi}", data=npy(x), headers=NPY)
+        assert r.status_code == 200, f"{name}: {r.text}"
+        assert r.json()["result"]["counts"] == want.tolist(), name
 
 
 def test_histogram_any_rank_flattened_and_range(daemon):
