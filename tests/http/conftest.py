@@ -258,21 +258,21 @@ class Daemon:
         assert r.headers.get("Location") == f"/v1/jobs/{j['id']}", r.headers
         return j["id"]
 
-    def status(self, job_id):
-        r = self.get(f"/v1/jobs/{job_id}")
+    def status(self, job_id, headers=None):
+        r = self.get(f"/v1/jobs/{job_id}", headers=headers)
         assert r.status_code == 200, (r.status_code, r.text)
         j = r.json()
         assert j["id"] == job_id and j["status"] in JOB_STATES, j
         return j
 
-    def wait_job(self, job_id, states=FINAL_STATES, timeout=None):
+    def wait_job(self, job_id, states=FINAL_STATES, timeout=None, headers=None):
         """Polls the status every 20 ms until it is one of states (bounded). Returns the status
-        JSON and the list of distinct states seen, in order."""
+        JSON and the list of distinct states seen, in order. headers: e.g. the bearer token."""
         timeout = timeout or JOB_TIMEOUT_S
         deadline = time.monotonic() + timeout
         seen = []
         while True:
-            j = self.status(job_id)
+            j = self.status(job_id, headers)
             if not seen or seen[-1] != j["status"]:
                 seen.append(j["status"])
             if j["status"] in states:

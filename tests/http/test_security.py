@@ -61,6 +61,10 @@ def test_auth_guards_every_route_but_probes_and_metrics(start_daemon, tmp_path):
     r = d.post("/v1/jobs", dict(SMALL, op="gemm"), headers=bearer())
     assert r.status_code == 202, r.text
     assert d.get(r.headers["Location"], headers=bearer()).status_code == 200
+    # its result fetched: otherwise the drain at teardown holds it for its client up to the
+    # grace period (30 s of this suite's time)
+    assert d.wait_job(r.json()["id"], headers=bearer())[0]["status"] == "done"
+    assert d.get(r.headers["Location"] + "/result", headers=bearer()).status_code == 200
 
 
 WRONG_AUTHORIZATION = [
