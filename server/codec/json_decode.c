@@ -48,19 +48,20 @@ const char *cr_json_stray_control(const char *s, size_t n)
 }
 
 /* cJSON's require_null_terminated needs a NUL inside the buffer, which an HTTP body does not
- * have; so parse by length and check for trailing garbage here instead. */
-static cJSON *parse_body(const char *body, size_t len, cr_jfast *fast, cr_error *err)
+ * have; so parse by length and check for trailing garbage here instead. cJSON reads the
+ * skeleton (numeric arrays blanked to "[]") when there is one; positions in messages are mapped
+ * back to the body's. */
+cJSON *cr_json_parse_document(const char *body, size_t len, cr_jfast *fast, const char *what,
+                              const char *trailing_hint, cr_error *err)
 {
     if (!body || len == 0) {
-        cr_fail(err, 400, "invalid_json", "", "request body is empty; expected a JSON object");
+        cr_fail(err, 400, "invalid_json", "", "%s is empty; expected a JSON object", what);
         return NULL;
     }
     if (cr_jfast_scan(body, len, fast) != 0) {
-        cr_fail(err, 503, "host_memory", "", "out of memory reading the JSON body");
+        cr_fail(err, 503, "host_memory", "", "out of memory reading %s", what);
         return NULL;
     }
-    /* cJSON reads the skeleton (numeric arrays blanked to "[]") when there is one; positions
-     * in messages are mapped back to the body's */
     const char *text = fast->text, *end = NULL;
     size_t text_len = fast->text_len;
     bool over_budget;
@@ -70,34 +71,27 @@ static cJSON *parse_body(const char *body, size_t len, cr_jfast *fast, cr_error 
         if (over_budget)
             cr_jfast_fail_budget(fast, at, err);
         else
-            cr_fail(err, 400, "invalid_json", "", "request body is not valid JSON (error at byte %zu)",
+            cr_fail(err, 400, "invalid_json", "", "%s is not valid JSON (error at byte %zu)", what,
                     cr_jfast_body_offset(fast, at));
         return NULL;
     }
     const char *bad = cr_json_stray_control(text, text_len);
-    if (bad) {
-        cJSON_Delete(root);
+    size_t at = (size_t)(end - text);
+    while (!bad && at < text_len && is_json_space(text[at]))
+        at++;
+    if (bad)
         cr_fail(err, 400, "invalid_json", "",
                 "control character or \\u0000 where JSON allows none (at byte %zu)",
                 cr_jfast_body_offset(fast, (size_t)(bad - text)));
-        return NULL;
-    }
-    size_t at = (size_t)(end - text);
-    while (at < text_len && is_json_space(text[at]))
-        at++;
-    if (at < text_len) {
-        cJSON_Delete(root);
-        cr_fail(err, 400, "invalid_json", "",
-                "request body has extra characters after the JSON value (at byte %zu)",
-                cr_jfast_body_offset(fast, at));
-        return NULL;
-    }
-    if (cr_jfast_bind(fast, root) != 0) {
-        cJSON_Delete(root);
-        cr_fail(err, 503, "host_memory", "", "out of memory reading the JSON body");
-        return NULL;
-    }
-    return root;
+    else if (at < text_len)
+        cr_fail(err, 400, "invalid_json", "", "extra bytes after the JSON value (at byte %zu)%s",
+                cr_jfast_body_offset(fast, at), trailing_hint ? trailing_hint : "");
+    else if (cr_jfast_bind(fast, root) != 0)
+        cr_fail(err, 503, "host_memory", "", "out of memory reading %s", what);
+    else
+        return root;
+    cJSON_Delete(root);
+    return NULL;
 }
 
 static int op_from_name(const char *s, cr_op *op)
@@ -582,7 +576,7 @@ int cr_request_from_json(cr_op op, const char *body, size_t len, const cr_limits
     if (!lim)
         lim = &dflt;
     cr_jfast fast = {0};
-    cJSON *root = parse_body(body, len, &fast, err);
+    cJSON *root = cr_json_parse_document(body, len, &fast, "the request body", NULL, err);
     if (!root) {
         cr_jfast_free(&fast);
         return -1;

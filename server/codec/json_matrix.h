@@ -57,4 +57,11 @@ const char *cr_json_type_name(const cJSON *node);
  * cJSON would let through and C strings would cut short); NULL when none. */
 const char *cr_json_stray_control(const char *s, size_t n);
 
+/* body[0..len) as one JSON document through the fast path (cr_jfast_scan, then cJSON on what is
+ * left): NULL with a 400 invalid_json naming the byte (or 413/503) when it is empty, not JSON,
+ * holds a stray control character or has bytes after the value. `what` names the document in
+ * messages ("the request body"); trailing_hint (or NULL) is added to the trailing-bytes one. */
+cJSON *cr_json_parse_document(const char *body, size_t len, cr_jfast *fast, const char *what,
+                              const char *trailing_hint, cr_error *err);
+
 #endif

@@ -53,63 +53,6 @@ typedef struct {
     ks_params p;
 } ks_ctx;
 
-/* ---- the JSON header ------------------------------------------------------------------------ */
-
-/* The JSON header through the fast path (server/codec/json_fastarray.h): its numeric arrays
- * never become cJSON nodes, and what does is bounded. Positions in messages are the body's. */
-static cJSON *parse_header(const char *body, size_t len, cr_jfast *fast, cr_error *err)
-{
-    if (len == 0) {
-        cr_fail(err, 400, "invalid_json", "",
-                "the inference request is empty; expected a JSON object");
-        return NULL;
-    }
-    if (cr_jfast_scan(body, len, fast) != 0) {
-        cr_fail(err, 503, "host_memory", "", "out of memory reading the inference request");
-        return NULL;
-    }
-    const char *text = fast->text, *end = NULL;
-    size_t text_len = fast->text_len;
-    bool over_budget;
-    cJSON *root = cr_jfast_parse(fast, &end, &over_budget);
-    if (!root) {
-        size_t at = end && end >= text && end <= text + text_len ? (size_t)(end - text) : 0;
-        if (over_budget)
-            cr_jfast_fail_budget(fast, at, err);
-        else
-            cr_fail(err, 400, "invalid_json", "",
-                    "the inference request is not valid JSON (error at byte %zu)",
-                    cr_jfast_body_offset(fast, at));
-        return NULL;
-    }
-    const char *bad = cr_json_stray_control(text, (size_t)(end - text));
-    if (bad) {
-        cJSON_Delete(root);
-        cr_fail(err, 400, "invalid_json", "",
-                "control character or \\u0000 where JSON allows none (at byte %zu)",
-                cr_jfast_body_offset(fast, (size_t)(bad - text)));
-        return NULL;
-    }
-    size_t at = (size_t)(end - text);
-    while (at < text_len &&
-           (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' || text[at] == '\n'))
-        at++;
-    if (at < text_len) {
-        cJSON_Delete(root);
-        cr_fail(err, 400, "invalid_json", "",
-                "extra bytes after the JSON object at byte %zu (binary tensors need the "
-                "Inference-Header-Content-Length header)",
-                cr_jfast_body_offset(fast, at));
-        return NULL;
-    }
-    if (cr_jfast_bind(fast, root) != 0) {
-        cJSON_Delete(root);
-        cr_fail(err, 503, "host_memory", "", "out of memory reading the inference request");
-        return NULL;
-    }
-    return root;
-}
-
 /* Every member must be one of allowed, once. */
 static int check_members(const cJSON *obj, const char *what, const char *const *allowed,
                          cr_error *err)
@@ -786,7 +729,10 @@ int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t hea
         x.bin = body + hl;
         x.bin_len = len - hl;
     }
-    cJSON *root = parse_header(body, hl, &fast, err);
+    /* through the fast path (server/codec/json_fastarray.h): its numeric arrays never become
+     * cJSON nodes, and what does is bounded */
+    cJSON *root = cr_json_parse_document(body, hl, &fast, "the inference request",
+                                         " (binary tensors need the Inference-Header-Content-Length header)", err);
     int rc = root ? decode_root(root, &x, req, spec, err) : -1;
     cJSON_Delete(root);
     cr_jfast_free(&fast);
