@@ -41,24 +41,5 @@ def slow_client(daemon):
 
 @pytest.fixture
 def start_daemon(tmp_path):
-    """start_daemon(*flags, start=True) -> a Daemon, stopped and checked at teardown."""
-    started = []
-
-    def factory(*args, name=None, start=True):
-        d = Daemon(args, name=name or f"client-extra{len(started)}", workdir=tmp_path)
-        started.append(d)
-        if start:
-            d.start()
-        return d
-
-    yield factory
-    errors = []
-    for d in started:
-        if d.proc is None:
-            continue
-        try:
-            d.stop()
-        except Exception as e:
-            errors.append(e)
-    if errors:
-        raise errors[0]
+    """start_daemon(*flags, env=None, start=True) -> a Daemon, stopped and checked at teardown."""
+    yield from http.daemon_factory(tmp_path, "client-extra")

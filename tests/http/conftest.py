@@ -310,10 +310,16 @@ def daemon(tmp_path_factory):
 def start_daemon(tmp_path):
     """Factory: start_daemon(*flags, env={...}) -> a started Daemon, stopped (and checked) at
     teardown unless the test already stopped it."""
+    yield from daemon_factory(tmp_path)
+
+
+def daemon_factory(tmp_path, prefix="extra"):
+    """start_daemon's body (tests/client's fixture of the same name uses it too): yields the
+    factory, then stops every daemon it started and raises the first failure."""
     started = []
 
     def factory(*args, env=None, name=None, start=True):
-        d = Daemon(args, env=env, name=name or f"extra{len(started)}", workdir=tmp_path)
+        d = Daemon(args, env=env, name=name or f"{prefix}{len(started)}", workdir=tmp_path)
         started.append(d)
         if start:
             d.start()
