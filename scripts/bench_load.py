@@ -20,6 +20,8 @@ Environment:
   BENCH_LOAD_ROWS         comma-separated row names (all);  BENCH_LOAD_CONNS  e.g. 64 (1,16,64,256)
   BENCH_LOAD_ALT_WORKERS  alternative's processes (CPU count); 0 leaves the alternative out
   BENCH_LOAD_CODES=1      count every status code in wrk's Lua (slows wrk on big answers)
+  BENCH_LOAD_MULTI_GPU=1  the every-GPU vs one-GPU row even with one device (it runs by itself
+                          where the daemon sees more than one): -multi-gpu.csv beside the CSV
   WRK                     the wrk binary (default: wrk on PATH)
 """
 import csv
@@ -28,6 +30,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import shlex
 import shutil
 import signal
@@ -55,6 +58,8 @@ ALL_CONNS = [1, 16, 64, 256]
 TARGETS = [("gemm64_json", 25_000, 10.0), ("gemm16_json", 100_000, None),
            ("gemm64_npy", 60_000, None), ("hist1k_json", 100_000, None)]
 TARGET_CONNS, TARGET_RATIO = 64, 5.0
+# on a machine with more than one GPU (or BENCH_LOAD_MULTI_GPU=1): this row, every GPU vs one
+MULTI_GPU_ROW, MULTI_GPU_TARGET = "gemm1024_npy", 1.8
 
 
 def env_list(name, default, kind=str):
@@ -180,6 +185,49 @@ def measure(base, row, conns):
     if warm > 0:
         wrk(base, row, conns, max(1, round(warm)))  # fills pools and caches; thrown away
     return wrk(base, row, conns, int(os.environ.get("BENCH_LOAD_SECONDS", "10")))
+
+
+def device_busy(base):
+    """Each device's crunchd_device_busy_seconds_total, by device label."""
+    out = {}
+    for line in requests.get(f"{base}/metrics", timeout=10).text.splitlines():
+        m = re.match(r'^crunchd_device_busy_seconds_total\{device="(\d+)"[^}]*\} (\S+)$', line)
+        if m:
+            out[int(m.group(1))] = float(m.group(2))
+    return out
+
+
+def multi_gpu(daemon, daemon_cls, daemon_args, tmp, conns):
+    """Issue 13's 2-GPU row: 1024x1024 .npy GEMM on every GPU against one (a second daemon that
+    sees only the first, CUDA_VISIBLE_DEVICES=0), and each device's busy fraction over the run:
+    does the load spread, and does it scale."""
+    spec = make_row(MULTI_GPU_ROW, tmp)
+    secs = int(os.environ.get("BENCH_LOAD_SECONDS", "10"))
+    one = daemon_cls(daemon_args, env={"CUDA_VISIBLE_DEVICES": "0"}, name="bench-load-1gpu",
+                     workdir=tmp / "daemon-1gpu").start()
+    lines, rows = [], []
+    try:
+        for c in conns:
+            got = {}
+            for label, d in (("one GPU", one), ("every GPU", daemon)):
+                if (why := check(d.base, spec)) is not None:
+                    raise RuntimeError(f"{MULTI_GPU_ROW} on {label}: wrong answer: {why}")
+                before = device_busy(d.base)
+                r = measure(d.base, spec, c)
+                after = device_busy(d.base)
+                busy = "/".join(f"{(after[k] - before.get(k, 0.0)) / secs:.2f}" for k in sorted(after))
+                got[label] = r["jobs_s"]
+                rows.append({"row": MULTI_GPU_ROW, "conns": c, "gpus": label, "jobs_s": r["jobs_s"],
+                             "p99_ms": r["p99_ms"], "busy": busy})
+                print(f"{MULTI_GPU_ROW} @{c} on {label:<9}: {r['jobs_s']:>8.0f} jobs/s, p99 "
+                      f"{r['p99_ms']:.1f} ms, device busy {busy}", flush=True)
+            ratio = got["every GPU"] / got["one GPU"] if got["one GPU"] else 0.0
+            ok = ratio >= MULTI_GPU_TARGET
+            lines.append(f"  {'PASS' if ok else 'FAIL'} {MULTI_GPU_ROW} @{c}: every GPU {ratio:.2f}x one "
+                         f"(>= {MULTI_GPU_TARGET}x)")
+    finally:
+        one.stop()
+    return rows, lines
 
 
 # -- servers -------------------------------------------------------------------------------------
@@ -315,7 +363,7 @@ def main():
                 if marker in tail:
                     raise conftest.DaemonError(f"sanitizer report in {self.log_path}")
 
-    results, wrong = [], False
+    results, wrong, multi_rows, multi_lines = [], False, [], []
     with tempfile.TemporaryDirectory(prefix="bench-load-") as t:
         tmp = pathlib.Path(t)
         specs = [make_row(name, tmp) for name in rows]
@@ -358,6 +406,10 @@ def main():
                         r["ratio"] = r["crunchd_jobs_s"] / r["alt_jobs_s"]
                     results.append(r)
                     print(fmt_row(r), flush=True)
+            n_devices = len(info.get("devices") or [])
+            if n_devices > 1 or os.environ.get("BENCH_LOAD_MULTI_GPU") == "1":
+                multi_rows, multi_lines = multi_gpu(daemon, Daemon, daemon_args, tmp,
+                                                    [c for c in conns if c >= 16] or conns)
         finally:
             if alt:
                 stop_alt(alt)
@@ -376,8 +428,15 @@ def main():
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
     print(f"wrote {out_csv}")
     plot(results, out_csv.with_suffix(".png"))
+    if multi_rows:
+        multi_csv = out_csv.with_name(out_csv.stem + "-multi-gpu.csv")
+        with open(multi_csv, "w", newline="") as f:
+            w = csv.DictWriter(f, list(multi_rows[0]))
+            w.writeheader()
+            w.writerows(multi_rows)
+        print(f"wrote {multi_csv}")
     print(f"targets ({TARGET_CONNS} connections):")
-    print("\n".join(targets(results)))
+    print("\n".join(targets(results) + multi_lines))
     print(f"bench-load: {time.monotonic() - t0:.0f} s in all")
     sys.exit(1 if wrong else 0)
 
