@@ -66,6 +66,21 @@ size_t cr_fmt_i64(char *out, int64_t v)
     return 1 + cr_fmt_u64(out + 1, (uint64_t)0 - (uint64_t)v);
 }
 
+size_t cr_fmt_fixed3(char *out, double v)
+{
+    if (!(v >= 0.0 && v < 1e15)) /* negative, NaN, inf, huge: printf's spelling */
+        return (size_t)snprintf(out, CR_NUMFMT_MAX, "%.3f", v);
+    uint64_t thousandths = (uint64_t)llround(v * 1000.0);
+    size_t n = cr_fmt_u64(out, thousandths / 1000);
+    unsigned frac = (unsigned)(thousandths % 1000);
+    out[n] = '.';
+    out[n + 1] = (char)('0' + frac / 100);
+    out[n + 2] = (char)('0' + frac / 10 % 10);
+    out[n + 3] = (char)('0' + frac % 10);
+    out[n + 4] = '\0';
+    return n + 4;
+}
+
 static size_t write_null(char *out)
 {
     memcpy(out, "null", 5);

@@ -17,4 +17,9 @@ size_t cr_fmt_i64(char *out, int64_t v);
 size_t cr_fmt_f32(char *out, float v);
 size_t cr_fmt_f64(char *out, double v);
 
+/* v with three decimals, as printf's "%.3f" but without printf (durations in milliseconds, on
+ * every request's Server-Timing and log line): llround(v * 1000), which may differ from printf's
+ * last digit for a v within an ulp of a half thousandth. */
+size_t cr_fmt_fixed3(char *out, double v);
+
 #endif

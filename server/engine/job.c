@@ -4,16 +4,31 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/registry.h"
+#include "server/codec/numfmt.h"
 #include "server/uuid4.h"
 
 void cr_server_timing(const cr_phase_ms *ms, char *out, size_t n)
 {
-    snprintf(out, n,
-             "receive;dur=%.3f, queue;dur=%.3f, h2d;dur=%.3f, kernel;dur=%.3f, d2h;dur=%.3f, "
-             "total;dur=%.3f",
-             ms->receive, ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total);
+    static const char *const names[] = {"receive", "queue", "h2d", "kernel", "d2h", "total"};
+    const double v[] = {ms->receive, ms->queue, ms->h2d, ms->kernel, ms->d2h, ms->total};
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        size_t name = strlen(names[i]);
+        if (at + name + 8 + CR_NUMFMT_MAX > n) /* ", " name ";dur=" number: what is left fits */
+            break;
+        if (i) {
+            memcpy(out + at, ", ", 2);
+            at += 2;
+        }
+        memcpy(out + at, names[i], name);
+        memcpy(out + at + name, ";dur=", 5);
+        at += name + 5;
+        at += cr_fmt_fixed3(out + at, v[i]);
+    }
 }
 
 cr_job *cr_job_new(cr_request *req, bool async)

@@ -10,6 +10,8 @@
  * interleave, even on a pipe where only PIPE_BUF bytes are atomic. */
 #include "server/obs/log.h"
 
+#include "server/codec/numfmt.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -136,14 +138,34 @@ static void emit_buffered(char *line, int len, size_t cap)
     pthread_mutex_unlock(&b->mu);
 }
 
+/* ISO 8601 UTC to the millisecond. The date and time to the second are formatted once a second
+ * per thread: gmtime and strftime cost more than the rest of a request's log line. */
 static void timestamp(char *out, size_t n)
 {
+    static _Thread_local time_t cached_sec = -1;
+    static _Thread_local char cached[32];
+    static _Thread_local size_t cached_len;
     struct timespec ts;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    size_t k = strftime(out, n, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + k, n - k, ".%03ldZ", ts.tv_nsec / 1000000);
+    if (ts.tv_sec != cached_sec) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        cached_len = strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+        cached_sec = ts.tv_sec;
+    }
+    unsigned ms = (unsigned)(ts.tv_nsec / 1000000);
+    if (n < cached_len + 6) {
+        out[0] = '\0';
+        return;
+    }
+    memcpy(out, cached, cached_len);
+    char *p = out + cached_len;
+    p[0] = '.';
+    p[1] = (char)('0' + ms / 100);
+    p[2] = (char)('0' + ms / 10 % 10);
+    p[3] = (char)('0' + ms % 10);
+    p[4] = 'Z';
+    p[5] = '\0';
 }
 
 /* Anything a client chose (method, path, a region's name, libmicrohttpd's messages about a
@@ -208,6 +230,40 @@ const char *cr_log_level_of_status(int status)
     return status >= 500 ? "error" : status >= 400 ? "warn" : "info";
 }
 
+/* A line built piece by piece; what does not fit is cut (end is one short of the buffer's end,
+ * so the newline always fits). */
+typedef struct {
+    char *p, *end;
+} line_out;
+
+/* Appends each string up to the NULL that ends the list. */
+static void put(line_out *o, const char *s, ...)
+{
+    va_list ap;
+    va_start(ap, s);
+    for (; s; s = va_arg(ap, const char *)) {
+        size_t n = strlen(s), room = (size_t)(o->end - o->p);
+        n = n < room ? n : room;
+        memcpy(o->p, s, n);
+        o->p += n;
+    }
+    va_end(ap);
+}
+
+static void put_u64(line_out *o, uint64_t v)
+{
+    char t[CR_NUMFMT_MAX];
+    cr_fmt_u64(t, v);
+    put(o, t, NULL);
+}
+
+static void put_ms(line_out *o, double v)
+{
+    char t[CR_NUMFMT_MAX];
+    cr_fmt_fixed3(t, v);
+    put(o, t, NULL);
+}
+
 /* A request line's string fields, each escaped for the log's format (NULL fields stay NULL). */
 typedef struct {
     char method[6 * 16 + 1], path[6 * 256 + 1], id[6 * 40 + 1], op[6 * 16 + 1], shape[6 * 64 + 1],
@@ -243,20 +299,45 @@ void cr_log_req(const cr_log_request *r)
     /* request_id is safe as it is: request_id.c admits only [A-Za-z0-9._:-] */
     const char *level = cr_log_level_of_status(r->status), *rid = r->request_id ? r->request_id : "";
     timestamp(ts, sizeof ts);
+    /* appended piece by piece: one snprintf of two dozen arguments cost more than the rest */
+    line_out o = {line, line + sizeof line - 1}; /* room kept for the newline */
     if (j) {
-        emit_buffered(line, snprintf(line, sizeof line,
-                "{\"ts\":\"%s\",\"level\":\"%s\",\"request_id\":\"%s\",\"method\":\"%s\",\"path\":\"%s\","
-                "\"peer\":\"%s\",\"status\":%d,\"ms\":%.3f,\"bytes_in\":%llu,\"id\":\"%s\",\"op\":\"%s\","
-                "\"shape\":\"%s\",\"kernel\":\"%s\",\"error\":\"%s\",\"queue_ms\":%.3f,\"h2d_ms\":%.3f,"
-                "\"kernel_ms\":%.3f,\"d2h_ms\":%.3f}\n",
-                ts, level, rid, method ? method : "", path ? path : "", peer ? peer : "", r->status, r->ms,
-                r->bytes_in, id ? id : "", op ? op : "", shape ? shape : "", kernel ? kernel : "", error ? error : "",
-                r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms), sizeof line);
-        return;
+        put(&o, "{\"ts\":\"", ts, "\",\"level\":\"", level, "\",\"request_id\":\"", rid, "\",\"method\":\"",
+            method ? method : "", "\",\"path\":\"", path ? path : "", "\",\"peer\":\"", peer ? peer : "",
+            "\",\"status\":", NULL);
+        put_u64(&o, (uint64_t)r->status);
+        put(&o, ",\"ms\":", NULL);
+        put_ms(&o, r->ms);
+        put(&o, ",\"bytes_in\":", NULL);
+        put_u64(&o, r->bytes_in);
+        put(&o, ",\"id\":\"", id ? id : "", "\",\"op\":\"", op ? op : "", "\",\"shape\":\"", shape ? shape : "",
+            "\",\"kernel\":\"", kernel ? kernel : "", "\",\"error\":\"", error ? error : "", "\",\"queue_ms\":", NULL);
+        put_ms(&o, r->queue_ms);
+        put(&o, ",\"h2d_ms\":", NULL);
+        put_ms(&o, r->h2d_ms);
+        put(&o, ",\"kernel_ms\":", NULL);
+        put_ms(&o, r->kernel_ms);
+        put(&o, ",\"d2h_ms\":", NULL);
+        put_ms(&o, r->d2h_ms);
+        put(&o, "}", NULL);
+    } else {
+        put(&o, ts, " ", level, " ", method ? method : "-", " ", path ? path : "-", " ", NULL);
+        put_u64(&o, (uint64_t)r->status);
+        put(&o, " ", NULL);
+        put_ms(&o, r->ms);
+        put(&o, "ms rid=", rid, " in=", NULL);
+        put_u64(&o, r->bytes_in);
+        put(&o, " peer=", peer ? peer : "-", id ? " id=" : "", id ? id : "", op ? " op=" : "", op ? op : "",
+            shape ? " shape=" : "", shape ? shape : "", kernel ? " kernel=" : "", kernel ? kernel : "",
+            error ? " error=" : "", error ? error : "", " queue=", NULL);
+        put_ms(&o, r->queue_ms);
+        put(&o, " h2d=", NULL);
+        put_ms(&o, r->h2d_ms);
+        put(&o, " kernel=", NULL);
+        put_ms(&o, r->kernel_ms);
+        put(&o, " d2h=", NULL);
+        put_ms(&o, r->d2h_ms);
     }
-    emit_buffered(line, snprintf(line, sizeof line, "%s %s %s %s %d %.3fms rid=%s in=%llu peer=%s%s%s%s%s%s%s%s%s%s%s queue=%.3f h2d=%.3f kernel=%.3f d2h=%.3f\n",
-            ts, level, method ? method : "-", path ? path : "-", r->status, r->ms, rid, r->bytes_in, peer ? peer : "-",
-            id ? " id=" : "", id ? id : "", op ? " op=" : "", op ? op : "", shape ? " shape=" : "", shape ? shape : "",
-            kernel ? " kernel=" : "", kernel ? kernel : "", error ? " error=" : "", error ? error : "",
-            r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms), sizeof line);
+    *o.p++ = '\n';
+    emit_buffered(line, (int)(o.p - line), sizeof line);
 }

@@ -218,6 +218,35 @@ static void test_numfmt(void)
 
 /* ---- bodies ---------------------------------------------------------------------------- */
 
+/* Three decimals without printf: printf's text, but at a value within an ulp of a half
+ * thousandth, where the last digit may differ by one. Server-Timing lists every phase. */
+static void test_fixed3(void)
+{
+    static const double exact[] = {0, 0.0004, 0.0005001, 1, 2.5, 12.3456, 999.9994, 999.9996,
+                                   123456789.123, 1e14, -1.5, 1e16, NAN, INFINITY};
+    char got[CR_NUMFMT_MAX], want[64];
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+        size_t n = cr_fmt_fixed3(got, exact[i]);
+        snprintf(want, sizeof want, "%.3f", exact[i]);
+        CHECK_MSG(strcmp(got, want) == 0 && n == strlen(got), "fixed3(%.17g): %s, printf %s", exact[i], got, want);
+    }
+    unsigned seed = 7, off = 0;
+    for (int i = 0; i < 200000; i++) {
+        seed = seed * 1103515245u + 12345u;
+        double v = (double)(seed >> 4) / (double)(1u << (seed % 24));
+        cr_fmt_fixed3(got, v);
+        snprintf(want, sizeof want, "%.3f", v);
+        double frac = v * 1000 - floor(v * 1000);
+        off += strcmp(got, want) != 0 && fabs(frac - 0.5) > 1e-6;
+    }
+    CHECK_MSG(off == 0, "%u random values away from a tie differ from printf", off);
+    cr_phase_ms ms = {.receive = 1.25, .queue = 0.001, .h2d = 0, .kernel = 10.5, .d2h = 0.0005, .total = 12};
+    char timing[256];
+    cr_server_timing(&ms, timing, sizeof timing);
+    CHECK_MSG(strcmp(timing, "receive;dur=1.250, queue;dur=0.001, h2d;dur=0.000, kernel;dur=10.500, "
+                             "d2h;dur=0.001, total;dur=12.000") == 0, "Server-Timing: %s", timing);
+}
+
 static void test_error_body(void)
 {
     cr_error e;
@@ -448,6 +477,7 @@ static void test_status_bodies(void)
 int main(void)
 {
     test_numfmt();
+    test_fixed3();
     test_error_body();
     test_gemm_result(CR_DT_F32);
     test_gemm_result(CR_DT_F64);
