@@ -2,6 +2,7 @@
 #include "server/codec/json_fastarray.h"
 
 #include <float.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,19 +96,39 @@ static inline __attribute__((always_inline)) size_t scan_number(const char *s, c
     return n;
 }
 
-/* Keeps a span's number for the decoder, while the values' bound allows; past it the rest of
- * the body is read from its text (values_full), which is never an error. */
+/* This thread's values array (CR_JFAST_VALUES_MAX doubles), made on its first scan and kept
+ * until the thread ends: a request's numbers go into it without an allocation, growth or copy.
+ * Lent to one scan at a time; a second scan while it is out reads its numbers from text. */
+static pthread_key_t values_key;
+static pthread_once_t values_once = PTHREAD_ONCE_INIT;
+static bool values_key_ok;
+static _Thread_local bool values_lent;
+
+static void values_key_make(void) { values_key_ok = pthread_key_create(&values_key, free) == 0; }
+
+static double *borrow_values(void)
+{
+    if (values_lent || pthread_once(&values_once, values_key_make) != 0 || !values_key_ok)
+        return NULL;
+    double *v = pthread_getspecific(values_key);
+    if (!v) {
+        v = malloc(CR_JFAST_VALUES_MAX * sizeof *v);
+        if (!v || pthread_setspecific(values_key, v) != 0) {
+            free(v);
+            return NULL;
+        }
+    }
+    values_lent = true;
+    return v;
+}
+
+/* Keeps a span's number for the decoder while the array has room; past it the rest of the body
+ * is read from its text (values_full), which is never an error. */
 static void keep_value(cr_jfast *f, double v)
 {
     if (f->n_values == f->values_cap) {
-        size_t grown = f->values_cap ? f->values_cap * 2 : 1024;
-        double *p = grown <= CR_JFAST_VALUES_MAX ? realloc(f->values, grown * sizeof *p) : NULL;
-        if (!p) {
-            f->values_full = true;
-            return;
-        }
-        f->values = p;
-        f->values_cap = grown;
+        f->values_full = true;
+        return;
     }
     f->values[f->n_values++] = v;
 }
@@ -249,6 +270,9 @@ int cr_jfast_scan(const char *body, size_t len, cr_jfast *f)
     memset(f, 0, sizeof *f);
     f->body = f->text = body;
     f->len = f->text_len = len;
+    f->values = borrow_values();
+    f->values_cap = f->values ? CR_JFAST_VALUES_MAX : 0;
+    f->values_full = !f->values;
     size_t cap = 0, at = 0, budget = CR_JFAST_BUDGET_MIN + len / 4;
     uint64_t ordinal = 0;
     /* The next '[' and '"' at or after `at`, each searched again only once passed, so the scan
@@ -486,7 +510,8 @@ void cr_jfast_free(cr_jfast *f)
     free(f->spans);
     free(f->by_node);
     free(f->skeleton);
-    free(f->values);
+    if (f->values)
+        values_lent = false; /* the thread's array, back for its next scan */
     memset(f, 0, sizeof *f);
 }
 

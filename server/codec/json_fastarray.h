@@ -22,10 +22,11 @@
  * body): arrays past it stay with cJSON, whose budget then decides.
  *
  * One pass over the numbers: the scan that checks a span's grammar also converts its numbers,
- * keeping the values of the first CR_JFAST_VALUES_MAX of the body (1 MiB of doubles: every
- * request the throughput figures are about) so the decoder copies them instead of reading the
- * text a second time; the spans past that are read from their text (cr_jfast_next), as all of
- * them were before. Either way the values are the same bits. */
+ * keeping the values of the first CR_JFAST_VALUES_MAX of the body (128 KiB of doubles: a 64x64
+ * GEMM's two operands fit twice) so the decoder copies them instead of reading the text a second
+ * time; the spans past that are read from their text (cr_jfast_next), as all of them were
+ * before. Either way the values are the same bits. The array is each thread's own, made once
+ * (128 KiB a thread that parses JSON): no allocation, growth or copy per request. */
 #ifndef CRUNCHD_JSON_FASTARRAY_H
 #define CRUNCHD_JSON_FASTARRAY_H
 
@@ -38,7 +39,7 @@
 
 #define CR_JFAST_MIN 16
 #define CR_JFAST_BUDGET_MIN ((size_t)1 << 20)
-#define CR_JFAST_VALUES_MAX ((size_t)1 << 17)
+#define CR_JFAST_VALUES_MAX ((size_t)1 << 14)
 
 typedef struct {
     size_t open, close;      /* body offsets of its '[' and ']' */
@@ -63,7 +64,7 @@ typedef struct cr_jfast {
     size_t skel_len;
     const char *text;        /* what cJSON parses: the skeleton, or the body */
     size_t text_len;
-    double *values;          /* the numbers of the spans that have values_at >= 0 */
+    double *values;          /* the numbers of the spans that have values_at >= 0 (the thread's) */
     size_t n_values, values_cap;
     bool values_full;        /* CR_JFAST_VALUES_MAX reached: later spans are read from text */
 } cr_jfast;

@@ -292,6 +292,28 @@ static void test_random_kept_values(void)
     CHECK_MSG(wrong == 0, "%d random numbers kept with other bits than strtod's", wrong);
 }
 
+/* The values array is the thread's, lent to one scan at a time: a second scan while the first
+ * holds it reads its numbers from text, with the same bits; once returned it is lent again. */
+static void test_values_lent_once(void)
+{
+    const char *body = "[0.5, 1.25, -3, 4e2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16.5]";
+    cr_jfast a, b, c;
+    CHECK(cr_jfast_scan(body, strlen(body), &a) == 0 && a.values && a.spans[0].values_at == 0);
+    CHECK(cr_jfast_scan(body, strlen(body), &b) == 0 && !b.values && b.n_spans == 1 &&
+          b.spans[0].values_at == -1);
+    cr_jnums qa = cr_jspan_numbers(&a, &a.spans[0]), qb = cr_jspan_numbers(&b, &b.spans[0]);
+    bool same = true;
+    for (int i = 0; i < 16; i++) {
+        double x = cr_jnums_next(&qa), y = cr_jnums_next(&qb);
+        same = same && memcmp(&x, &y, sizeof x) == 0;
+    }
+    CHECK_MSG(same, "kept values and values read from text agree");
+    cr_jfast_free(&b);
+    cr_jfast_free(&a);
+    CHECK(cr_jfast_scan(body, strlen(body), &c) == 0 && c.values && c.spans[0].values_at == 0);
+    cr_jfast_free(&c);
+}
+
 /* Past CR_JFAST_VALUES_MAX kept values, the spans that did not fit are read from their text:
  * {"a": [[1.5, ...], ...], "data": [...]} with the second list too long to keep. */
 static void test_values_bound(void)
@@ -925,6 +947,7 @@ int main(void)
     test_numbers();
     test_kept_values();
     test_random_kept_values();
+    test_values_lent_once();
     test_values_bound();
     test_rows_are_one_span();
     test_row_span_errors();
