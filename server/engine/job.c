@@ -2,7 +2,6 @@
  * through a reference count, freed by whoever lets go last. */
 #include "server/engine/job.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -264,6 +264,16 @@ static void put_ms(line_out *o, double v)
     put(o, t, NULL);
 }
 
+/* The job's device-side phases, each after its key in the line's format. */
+static void put_phases(line_out *o, const char *const keys[4], const cr_log_request *r)
+{
+    const double ms[] = {r->queue_ms, r->h2d_ms, r->kernel_ms, r->d2h_ms};
+    for (int i = 0; i < 4; i++) {
+        put(o, keys[i], NULL);
+        put_ms(o, ms[i]);
+    }
+}
+
 /* A request line's string fields, each escaped for the log's format (NULL fields stay NULL). */
 typedef struct {
     char method[6 * 16 + 1], path[6 * 256 + 1], id[6 * 40 + 1], op[6 * 16 + 1], shape[6 * 64 + 1],
@@ -311,14 +321,9 @@ void cr_log_req(const cr_log_request *r)
         put(&o, ",\"bytes_in\":", NULL);
         put_u64(&o, r->bytes_in);
         put(&o, ",\"id\":\"", id ? id : "", "\",\"op\":\"", op ? op : "", "\",\"shape\":\"", shape ? shape : "",
-            "\",\"kernel\":\"", kernel ? kernel : "", "\",\"error\":\"", error ? error : "", "\",\"queue_ms\":", NULL);
-        put_ms(&o, r->queue_ms);
-        put(&o, ",\"h2d_ms\":", NULL);
-        put_ms(&o, r->h2d_ms);
-        put(&o, ",\"kernel_ms\":", NULL);
-        put_ms(&o, r->kernel_ms);
-        put(&o, ",\"d2h_ms\":", NULL);
-        put_ms(&o, r->d2h_ms);
+            "\",\"kernel\":\"", kernel ? kernel : "", "\",\"error\":\"", error ? error : "", "\"", NULL);
+        static const char *const keys[] = {",\"queue_ms\":", ",\"h2d_ms\":", ",\"kernel_ms\":", ",\"d2h_ms\":"};
+        put_phases(&o, keys, r);
         put(&o, "}", NULL);
     } else {
         put(&o, ts, " ", level, " ", method ? method : "-", " ", path ? path : "-", " ", NULL);
@@ -329,14 +334,9 @@ void cr_log_req(const cr_log_request *r)
         put_u64(&o, r->bytes_in);
         put(&o, " peer=", peer ? peer : "-", id ? " id=" : "", id ? id : "", op ? " op=" : "", op ? op : "",
             shape ? " shape=" : "", shape ? shape : "", kernel ? " kernel=" : "", kernel ? kernel : "",
-            error ? " error=" : "", error ? error : "", " queue=", NULL);
-        put_ms(&o, r->queue_ms);
-        put(&o, " h2d=", NULL);
-        put_ms(&o, r->h2d_ms);
-        put(&o, " kernel=", NULL);
-        put_ms(&o, r->kernel_ms);
-        put(&o, " d2h=", NULL);
-        put_ms(&o, r->d2h_ms);
+            error ? " error=" : "", error ? error : "", NULL);
+        static const char *const keys[] = {" queue=", " h2d=", " kernel=", " d2h="};
+        put_phases(&o, keys, r);
     }
     *o.p++ = '\n';
     emit_buffered(line, (int)(o.p - line), sizeof line);
