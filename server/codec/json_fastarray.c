@@ -37,7 +37,8 @@ static double to_double(bool neg, uint64_t m, int digits, int exp10, const char 
 /* -?(d+(.d*)?|.d+)([eE][+-]?d+)? starting with '-' or a digit: what cJSON takes for a number
  * and strtod consumes whole, so cJSON's value is strtod's ("-.5" included, ".5" not). Returns
  * the token's length and, when convert, its value in *v; 0 when not one. The digits are gathered
- * as cr_jfast_next gathers them: the value is the same bits. Always inlined so that each caller's
+ * as cr_jfast_next gathers them: the value is the same bits. (cr_jfast_next keeps its own loops,
+ * without the bound checks: reading big bodies' text through this one measured 25% slower.) Always inlined so that each caller's
  * constant `convert` leaves either a bare syntax check or the fused conversion. */
 static inline __attribute__((always_inline)) size_t scan_number(const char *s, const char *end,
                                                                   bool convert, double *v)
