@@ -35,10 +35,9 @@ static const cr_kernel cpu_rows[] = {
 };
 
 #ifdef CRUNCHD_HAVE_CUDA
-/* The histogram kernels also run every integer width (hist_bin.cuh's cr_hist_by_dtype, checked
- * by tests/gpu/ata_hist.cu), but the service offers them on cuda only once that test has passed
- * on a GPU: until then integer .npy histograms other than uint8 get 400 there, as before. */
-#define HIST_DT (CR_DT_BIT(CR_DT_U8) | F32 | F64)
+/* Every dtype, integers binned as float64 as numpy does (hist_bin.cuh's cr_hist_by_dtype,
+ * checked at each width's extremes by tests/gpu/ata_hist.cu). */
+#define HIST_DT ALL_DT
 #define CUDA_ROW(n, o, dt, fn, sum, ...)                                                          \
     {.name = n, .backend = CR_BACKEND_CUDA, .op = o, .dtypes = dt, .summary = sum, .cuda = fn, __VA_ARGS__}
 
