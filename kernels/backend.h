@@ -105,11 +105,19 @@ typedef struct {
 typedef struct cr_worker cr_worker;
 typedef struct cr_backend cr_backend;
 
+/* How a thread waiting for a device spends the wait (--gpu-wait). */
+typedef enum { CR_WAIT_YIELD, CR_WAIT_SPIN, CR_WAIT_BLOCK } cr_wait_mode;
+
+typedef struct {
+    int workers_per_device; /* the CPU backend sizes its BLAS threads from it */
+    cr_wait_mode wait;      /* cuda only */
+} cr_backend_opts;
+
 struct cr_backend {
     const char *name;   /* "cpu" or "cuda" */
     cr_backend_id id;   /* its rows in the kernel registry */
-    /* Prepares devices; workers_per_device may be ignored (CPU). Returns CR_OK or why not. */
-    cr_status (*init)(int workers_per_device, char *err, size_t errlen);
+    /* Prepares devices; a backend uses of o what applies to it. Returns CR_OK or why not. */
+    cr_status (*init)(const cr_backend_opts *o, char *err, size_t errlen);
     void (*shutdown)(void);
     int (*device_count)(void);
     cr_status (*device_info)(int index, cr_device_info *out);

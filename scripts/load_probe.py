@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a load run's time goes: for each daemon configuration and row, jobs/s and p99 (wrk, as
-make bench-load) beside what the daemon's own metrics say over the run: CPU cores it used, mean
-batch size, mean queue wait, device busy fraction.
+make bench-load) beside what the daemon's own metrics say over the run: CPU cores it used (and per thread
+name: HTTP, engine workers, the rest), mean batch size, mean queue wait, device busy fraction.
 
   scripts/load_probe.py BUILD_DIR 'ARGS ; ARGS ; ...' [ENV=V,...]
 
@@ -38,6 +38,23 @@ def scrape(daemon):
     return out
 
 
+def thread_cpu(pid):
+    """CPU seconds per thread name: MHD-worker (HTTP), cr-worker-N (engine), the rest (the CUDA
+    driver's threads and main carry the process name)."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended meanwhile
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        name = re.sub(r"-\d+$", "", name)
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def delta(a, b, key):
     return b.get(key, 0.0) - a.get(key, 0.0)
 
@@ -70,9 +87,9 @@ def main():
                         print(f"WRONG {spec['name']}: {why}")
                     for c in conns:
                         bl.wrk(d.base, spec, c, 1)
-                        a = scrape(d)
+                        a, ta = scrape(d), thread_cpu(d.proc.pid)
                         r = bl.wrk(d.base, spec, c, secs)
-                        b = scrape(d)
+                        b, tb = scrape(d), thread_cpu(d.proc.pid)
                         op = spec["path"].rsplit("/", 1)[1]
                         jobs = delta(a, b, f'crunchd_job_duration_seconds_count{{op="{op}",phase="queue"}}') or 1
                         q = delta(a, b, f'crunchd_job_duration_seconds_sum{{op="{op}",phase="queue"}}') / jobs
@@ -84,9 +101,11 @@ def main():
                         per_dev = "/".join(f"{delta(a, b, k) / secs:.2f}" for k in sorted(b)
                                            if k.startswith("crunchd_device_busy_seconds_total{"))
                         cores = delta(a, b, "process_cpu_seconds_total") / secs
+                        threads = " ".join(f"{k}={(tb[k] - ta.get(k, 0.0)) / secs:.2f}" for k in sorted(tb)
+                                           if tb[k] - ta.get(k, 0.0) > 0.005 * secs)
                         label = (" ".join(f"{k}={v}" for k, v in env.items()) + " " + cfg).strip() or "defaults"
                         print(f"{label[:40]:<40} {spec['name']:<12} {c:>5} {r['jobs_s']:>8.0f} {r['p99_ms']:>6.2f} "
-                              f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {busy:>5.2f} {per_dev}",
+                              f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {busy:>5.2f} {per_dev}  cores: {threads}",
                               flush=True)
             finally:
                 d.stop()

@@ -39,6 +39,7 @@ typedef struct {
     int drain_timeout_s;
     char log_format[8];       /* text | json */
     char access_log[8];       /* all | errors | off */
+    char gpu_wait[8];         /* yield | spin | block: how a worker waits for its GPU */
     int gzip_level;           /* zlib level of compressed answers; 0: never compress */
     char cors_origin[1024];   /* allowed browser origins, comma-separated; empty: CORS off */
     char auth_token_file[256];

@@ -149,8 +149,8 @@ void cr_config_describe(const cr_config *c, const cr_machine *m, char *out, size
         snprintf(quota, sizeof quota, "%.2f CPUs", m->quota);
     snprintf(out, n,
              "sized for %d CPUs (online %d, affinity %d, cgroup quota %s): %d HTTP threads, %d workers "
-             "per device, queue %d, batches of up to %d jobs (delay %d us); memory budget %lld MiB "
+             "per device (GPU wait: %s), queue %d, batches of up to %d jobs (delay %d us); memory budget %lld MiB "
              "(RAM %llu MiB, cgroup limit %s)",
-             m->cpus, m->online, m->affinity, quota, c->http_threads, c->workers, c->queue_depth, c->batch_max,
+             m->cpus, m->online, m->affinity, quota, c->http_threads, c->workers, c->gpu_wait, c->queue_depth, c->batch_max,
              c->batch_delay_us, (long long)c->max_memory_mb, (unsigned long long)(m->ram >> 20), memlim);
 }

@@ -39,10 +39,10 @@ static cr_status apply_thread_setting(int workers, char *err, size_t errlen)
     return CR_OK;
 }
 
-static cr_status cpu_init(int workers_per_device, char *err, size_t errlen)
+static cr_status cpu_init(const cr_backend_opts *o, char *err, size_t errlen)
 {
     cpu_model_name(); /* read /proc/cpuinfo now rather than on the first job */
-    return apply_thread_setting(workers_per_device, err, errlen);
+    return apply_thread_setting(o->workers_per_device, err, errlen);
 }
 
 static void cpu_shutdown(void) {}

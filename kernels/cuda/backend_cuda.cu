@@ -21,9 +21,19 @@ cleanup:
     return e->code;
 }
 
-static cr_status cuda_init(int workers_per_device, char *err, size_t errlen)
+/* cudaDeviceScheduleAuto spins whenever the machine has more cores than the process has
+ * contexts, which is always here: pick the schedule instead. */
+static unsigned schedule_flag(cr_wait_mode wait)
 {
-    (void)workers_per_device; /* the engine creates the workers */
+    switch (wait) {
+    case CR_WAIT_SPIN: return cudaDeviceScheduleSpin;
+    case CR_WAIT_BLOCK: return cudaDeviceScheduleBlockingSync;
+    default: return cudaDeviceScheduleYield;
+    }
+}
+
+static cr_status cuda_init(const cr_backend_opts *o, char *err, size_t errlen)
+{
     cr_cuda_err e = {};
     int count = 0;
     cudaError_t rc = cudaGetDeviceCount(&count);
@@ -36,6 +46,7 @@ static cr_status cuda_init(int workers_per_device, char *err, size_t errlen)
     }
     for (int d = 0; d < count; d++) {
         CR_CHECK(&e, cudaSetDevice(d));
+        CR_CHECK(&e, cudaSetDeviceFlags(schedule_flag(o->wait))); /* before the context exists */
         CR_CHECK(&e, keep_pool_memory(d, &e));
     }
     n_devices = count;

@@ -378,9 +378,14 @@ static void set_take_policy(cr_engine *e, const cr_config *c)
 static int start_threads(cr_engine *e, char *err, size_t errlen)
 {
     for (int i = 0; i < e->n_workers; i++) {
+        char name[16]; /* the kernel keeps 15 characters */
         if (pthread_create(&e->workers[i].thread, NULL, cr_worker_main, &e->workers[i]))
             return snprintf(err, errlen, "cannot start worker thread %d", i), -1;
         e->workers[i].started = true;
+        /* named so that top -H and scripts/load_probe.py tell the workers' CPU from the HTTP
+         * threads' (libmicrohttpd names its own MHD-worker); failure is harmless */
+        snprintf(name, sizeof name, "cr-worker-%d", i % 100000);
+        pthread_setname_np(e->workers[i].thread, name);
     }
     return 0;
 }
@@ -399,7 +404,11 @@ cr_engine *cr_engine_start(const cr_backend *b, cr_config *c, char *err, size_t 
     pthread_mutex_init(&e->current_mu, NULL);
     pthread_mutex_init(&e->device_mu, NULL);
     set_take_policy(e, c);
-    if (b->init(c->workers, err, errlen) != CR_OK) {
+    cr_backend_opts opts = {.workers_per_device = c->workers,
+                            .wait = !strcmp(c->gpu_wait, "spin")    ? CR_WAIT_SPIN
+                                    : !strcmp(c->gpu_wait, "block") ? CR_WAIT_BLOCK
+                                                                    : CR_WAIT_YIELD};
+    if (b->init(&opts, err, errlen) != CR_OK) {
         pthread_mutex_destroy(&e->current_mu);
         pthread_mutex_destroy(&e->device_mu);
         free(e);

@@ -805,7 +805,10 @@ static void test_device_tensors_refused(void)
 int main(void)
 {
     char err[256] = "";
-    if (B->init(2, err, sizeof err) != CR_OK) {
+    cr_backend_opts opts = {};
+    opts.workers_per_device = 2;
+    opts.wait = CR_WAIT_YIELD;
+    if (B->init(&opts, err, sizeof err) != CR_OK) {
         printf("init: %s\nbackend: 0 passed, 1 failed\n", err);
         return 1;
     }

@@ -133,6 +133,26 @@ def test_contradicting_explicit_limits_refuse_to_start():
     assert "--max-json-mb (2) must not exceed --max-body-mb (1)" in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize("flag, value, choices", [
+    ("--gpu-wait", "busy", "yield, spin or block"),
+    ("--log-format", "xml", "text or json"),
+    ("--access-log", "some", "all, errors or off"),
+    ("--backend", "tpu", "cuda, cpu or auto"),
+])
+def test_a_choice_outside_its_list_refuses_to_start(flag, value, choices):
+    p = run_bin(flag, value, "--port", "0")
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert f"{flag}: expected {choices}, got '{value}'" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("mode", ["yield", "spin", "block"])
+def test_every_gpu_wait_mode_serves(start_daemon, mode):
+    d = start_daemon("--gpu-wait", mode)
+    assert f"(GPU wait: {mode})" in d.log_text()
+    r = d.post("/v1/gemm", {"a": [[1, 2], [3, 4]], "b": [[5], [6]]})
+    assert r.status_code == 200 and r.json()["result"]["data"] == [17, 39], r.text
+
+
 # -- make run ------------------------------------------------------------------------------------
 
 def free_port():

@@ -628,16 +628,16 @@ static void test_thread_setting(void)
 {
     char err[256] = "";
     setenv("CRUNCHD_CPU_THREADS", "lots", 1);
-    check(B->init(1, err, sizeof err) == CR_E_INVALID && err[0], "CRUNCHD_CPU_THREADS=lots rejected");
+    check(B->init(&(cr_backend_opts){.workers_per_device = 1}, err, sizeof err) == CR_E_INVALID && err[0], "CRUNCHD_CPU_THREADS=lots rejected");
     setenv("CRUNCHD_CPU_THREADS", "2", 1);
-    check(B->init(1, err, sizeof err) == CR_OK, "CRUNCHD_CPU_THREADS=2 accepted: %s", err);
+    check(B->init(&(cr_backend_opts){.workers_per_device = 1}, err, sizeof err) == CR_OK, "CRUNCHD_CPU_THREADS=2 accepted: %s", err);
     unsetenv("CRUNCHD_CPU_THREADS");
 }
 
 int main(void)
 {
     char err[256] = "";
-    if (B->init(2, err, sizeof err) != CR_OK || B->worker_create(0, &W, err, sizeof err) != CR_OK) {
+    if (B->init(&(cr_backend_opts){.workers_per_device = 2}, err, sizeof err) != CR_OK || B->worker_create(0, &W, err, sizeof err) != CR_OK) {
         printf("cpu backend did not start: %s\ntest_cpu_backend: 0 passed, 1 failed\n", err);
         return 1;
     }
