@@ -6,8 +6,8 @@
  * framing needs a live connection, and a connection cannot be made without a daemon. So
  * this harness starts the daemon's real HTTP front (cr_http_start, the cpu engine, small
  * limits) on an ephemeral port of 127.0.0.1 once per process, and sends each input as the body
- * of a multipart POST. That fuzzes exactly the production path: MHD's header and boundary
- * parsing and framing, our multipart parser and part sink, the .npy header parser, the streaming copy
+ * of a multipart POST. That fuzzes exactly the production path: MHD's header
+ * parsing and body framing, our multipart parser and part sink, the .npy header parser, the streaming copy
  * into the arrays and, for bodies that decode, the job itself and the response encoder.
  *
  * Input layout: byte 0 picks the route (and query string), the rest is the body, sent with
