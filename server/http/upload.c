@@ -9,16 +9,21 @@
 #include <strings.h>
 
 #include "server/codec/binary_decode.h"
-#include "server/codec/multipart.h"
 #include "server/http/body.h"
 
 typedef enum { UP_MULTIPART, UP_NPY, UP_RAW } upload_kind;
 
+/* MHD's post processor parses multipart boundaries through a buffer of this size: the parts'
+ * bytes pass through it on their way to our arrays (bounded, cache-sized). */
+#define PP_BUFFER (64 * 1024)
+
 struct cr_upload {
     upload_kind kind;
     cr_bin_request *bin;
-    cr_multipart *mp;        /* multipart bodies: the parse, which hands over each part's bytes */
+    struct MHD_PostProcessor *pp;
     cr_bin_part *part;       /* the part being received */
+    char part_name[16];
+    uint64_t part_fed;       /* bytes of it so far: the next chunk's offset */
     bool failed;             /* the iterator refused something: err says what */
     bool buffered;           /* raw bytes of unknown length (a coded body): held in c->body
                                 until complete, then one array of exactly that size */
@@ -117,27 +122,43 @@ static cr_host_allocator allocator_of(const cr_conn *c)
                                b ? b->host_ready : NULL};
 }
 
-/* ---- multipart: the parse's sink ------------------------------------------------------------ */
+/* ---- multipart: the post processor's iterator ------------------------------------------------ */
 
-static int part_begins(void *cls, const char *name, const char *filename)
+static enum MHD_Result part_data(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *filename, const char *content_type,
+                                 const char *transfer_encoding, const char *data, uint64_t off,
+                                 size_t size)
 {
-    (void)filename;
+    (void)kind, (void)filename, (void)content_type, (void)transfer_encoding;
     cr_upload *u = cls;
-    if (!(u->part = cr_bin_start(u->bin, name, &u->err))) {
-        u->failed = true;
-        return -1;
+    if (u->failed)
+        return MHD_NO;
+    key = key ? key : "";
+    bool new_part = !u->part || strcmp(u->part_name, key) != 0 || (off == 0 && u->part_fed > 0);
+    if (new_part) {
+        if (strlen(key) >= sizeof u->part_name) {
+            cr_fail(&u->err, 400, "invalid_field", "", "unexpected part \"%.40s\"", key);
+            u->failed = true;
+            return MHD_NO;
+        }
+        snprintf(u->part_name, sizeof u->part_name, "%s", key);
+        u->part_fed = 0;
+        if (!(u->part = cr_bin_start(u->bin, key, &u->err))) {
+            u->failed = true;
+            return MHD_NO;
+        }
     }
-    return 0;
-}
-
-static int part_bytes(void *cls, const char *bytes, size_t n)
-{
-    cr_upload *u = cls;
-    if (cr_bin_feed(u->bin, u->part, bytes, n, &u->err) != 0) {
+    if (off != u->part_fed) { /* the post processor hands parts over in order: a bug if not */
+        cr_fail(&u->err, 500, "internal", u->part_name, "part %s arrived out of order", key);
         u->failed = true;
-        return -1;
+        return MHD_NO;
     }
-    return 0;
+    u->part_fed += size;
+    if (size && cr_bin_feed(u->bin, u->part, data, size, &u->err) != 0) {
+        u->failed = true;
+        return MHD_NO;
+    }
+    return MHD_YES;
 }
 
 /* ---- entry points -------------------------------------------------------------------------------- */
@@ -163,11 +184,10 @@ static int begin_body(cr_conn *c, cr_upload *u, const cr_params *p, const cr_lim
         return (u->part = cr_bin_start_raw(u->bin, declared, err)) ? 0 : -1;
     if (u->kind == UP_NPY)
         return (u->part = cr_bin_start(u->bin, cr_bin_body_part_name(p->op), err)) ? 0 : -1;
-    if (!(u->mp = malloc(sizeof *u->mp)))
-        return cr_fail(err, 503, "host_memory", "", "out of memory");
-    if (cr_multipart_init(u->mp, cr_header(c, MHD_HTTP_HEADER_CONTENT_TYPE),
-                          (cr_mp_sink){part_begins, part_bytes, u}) != 0)
-        return cr_fail(err, 400, "invalid_field", "Content-Type", "%s", u->mp->why);
+    u->pp = MHD_create_post_processor(c->conn, PP_BUFFER, part_data, u);
+    if (!u->pp)
+        return cr_fail(err, 400, "invalid_field", "Content-Type",
+                       "multipart/form-data needs a boundary parameter");
     return 0;
 }
 
@@ -200,8 +220,9 @@ static void fail_later(cr_upload *u, const cr_error *e)
     if (!u->failed)
         u->err = *e;
     u->failed = true;
-    free(u->mp);
-    u->mp = NULL;
+    if (u->pp)
+        MHD_destroy_post_processor(u->pp);
+    u->pp = NULL;
     cr_bin_free(u->bin);
     u->bin = NULL;
     u->part = NULL;
@@ -242,10 +263,10 @@ enum MHD_Result cr_upload_feed(cr_conn *c, const char *data, size_t *size)
     c->len += n;
     if (u->failed)
         return MHD_YES;
-    if (u->mp) {
-        if (cr_multipart_feed(u->mp, data, n) != 0) {
-            if (!u->failed) /* the body's fault, not a part's */
-                cr_fail(&u->err, 400, "invalid_field", "body", "%s", u->mp->why);
+    if (u->pp) {
+        if (MHD_post_process(u->pp, data, n) != MHD_YES && !u->failed)
+            cr_fail(&u->err, 400, "invalid_field", "body", "the multipart/form-data body is malformed");
+        if (u->failed || u->err.code[0]) {
             err = u->err;
             fail_later(u, &err);
         }
@@ -278,8 +299,15 @@ int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err)
         return *err = u->err, -1;
     if (u->buffered && unbuffer_raw(c, u, err) < 0)
         return -1;
-    if (u->mp && cr_multipart_finish(u->mp) != 0)
-        return cr_fail(err, 400, "invalid_field", "body", "%s", u->mp->why);
+    if (u->pp) {
+        enum MHD_Result done = MHD_destroy_post_processor(u->pp);
+        u->pp = NULL;
+        if (u->failed)
+            return *err = u->err, -1;
+        if (done != MHD_YES)
+            return cr_fail(err, 400, "invalid_field", "body",
+                           "the multipart/form-data body ends early (no closing boundary)");
+    }
     int rc = cr_bin_finish(u->bin, out, err);
     cr_upload_free(c); /* the arrays now belong to out */
     return rc;
@@ -290,7 +318,8 @@ void cr_upload_free(cr_conn *c)
     cr_upload *u = c->upload;
     if (!u)
         return;
-    free(u->mp);
+    if (u->pp)
+        MHD_destroy_post_processor(u->pp);
     cr_bin_free(u->bin);
     free(u);
     c->upload = NULL;

@@ -1,5 +1,5 @@
 /* Binary request bodies over HTTP (design.md, "Binary"): multipart/form-data with .npy parts
- * (server/codec/multipart.c splits the parts as they stream in), an application/x-npy body, or raw
+ * (libmicrohttpd's post processor splits the parts), an application/x-npy body, or raw
  * application/octet-stream bytes; parameters in the query string. The glue between
  * libmicrohttpd and binary_request.c, which streams the arrays into their buffers. */
 #ifndef CRUNCHD_UPLOAD_H

@@ -1,13 +1,12 @@
 /* libFuzzer harness for multipart/form-data request bodies, end to end over HTTP.
  *
- * Why over a socket: the multipart path (server/http/upload.c) is libmicrohttpd's framing of
- * the body (Content-Length, chunked, its pieces) feeding our streaming parser
- * (server/codec/multipart.c, fuzzed alone by fuzz_multipart_parser) and binary_request.c; the
- * framing needs a live connection, and a connection cannot be made without a daemon. So
+ * Why over a socket: our multipart code (server/upload.c) is libmicrohttpd's post processor
+ * feeding binary_request.c, and MHD_create_post_processor() takes a live MHD_Connection (it
+ * reads the request's Content-Type from it); a connection cannot be made without a daemon. So
  * this harness starts the daemon's real HTTP front (cr_http_start, the cpu engine, small
  * limits) on an ephemeral port of 127.0.0.1 once per process, and sends each input as the body
- * of a multipart POST. That fuzzes exactly the production path: MHD's header
- * parsing and body framing, our multipart parser and part sink, the .npy header parser, the streaming copy
+ * of a multipart POST. That fuzzes exactly the production path: MHD's header and boundary
+ * parsing, its post processor, our part iterator, the .npy header parser, the streaming copy
  * into the arrays and, for bodies that decode, the job itself and the response encoder.
  *
  * Input layout: byte 0 picks the route (and query string), the rest is the body, sent with
