@@ -19,6 +19,7 @@ Environment:
   BENCH_LOAD_SECONDS      seconds per run (10); BENCH_LOAD_WARMUP seconds before each (1)
   BENCH_LOAD_ROWS         comma-separated row names (all);  BENCH_LOAD_CONNS  e.g. 64 (1,16,64,256)
   BENCH_LOAD_ALT_WORKERS  alternative's processes (CPU count); 0 leaves the alternative out
+  BENCH_LOAD_WRK_THREADS  wrk's threads (half the CPUs, at least 4; at most the connections)
   BENCH_LOAD_CODES=1      count every status code in wrk's Lua (slows wrk on big answers)
   BENCH_LOAD_MULTI_GPU=1  the every-GPU vs one-GPU row even with one device (it runs by itself
                           where the daemon sees more than one): -multi-gpu.csv beside the CSV
@@ -151,8 +152,16 @@ def check(base, row):
 
 
 # -- load ----------------------------------------------------------------------------------------
+def wrk_threads(conns):
+    """wrk's threads: with 4 on the 16-core machine, wrk itself was the limit of the 1024² .npy
+    row (4.1 cores busy; 1139 jobs/s, p99 229 ms, against 1573 and 88 ms with 8 and 1700 and 80
+    ms with 12, H200 machine), which had made 2 GPUs look no faster than one."""
+    threads = int(os.environ.get("BENCH_LOAD_WRK_THREADS") or max(4, (os.cpu_count() or 8) // 2))
+    return max(1, min(threads, conns))
+
+
 def wrk(base, row, conns, secs):
-    cmd = [WRK, "-t", str(min(4, conns)), "-c", str(conns), "-d", f"{secs}s", "--timeout", "10s",
+    cmd = [WRK, "-t", str(wrk_threads(conns)), "-c", str(conns), "-d", f"{secs}s", "--timeout", "10s",
            "-s", str(LUA), base + row["path"], "--", str(row["file"]), row["ctype"],
            row["accept"] or "-"] + (["codes"] if os.environ.get("BENCH_LOAD_CODES") == "1" else [])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 120)
@@ -391,7 +400,7 @@ def main():
                         print(f"{spec['name']}: {name} answered wrong: {why}")
                         bad[name], wrong = why, True
                 for c in conns:
-                    r = {"row": spec["name"], "conns": c, "threads": min(4, c),
+                    r = {"row": spec["name"], "conns": c, "threads": wrk_threads(c),
                          "body_bytes": spec["size"], **machine}
                     for name, base in servers.items():
                         if name in bad:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a load run's time goes: for each daemon configuration and row, jobs/s and p99 (wrk, as
 make bench-load) beside what the daemon's own metrics say over the run: CPU cores it used (and per thread
-name: HTTP, engine workers, the rest), mean batch size, mean queue wait, device busy fraction.
+name: HTTP, engine workers, the rest; and the load generator's, "wrk"), mean batch size, mean queue wait, device busy fraction.
 
   scripts/load_probe.py BUILD_DIR 'ARGS ; ARGS ; ...' [ENV=V,...]
 
@@ -11,6 +11,7 @@ backend. A configuration may start with 'env:K=V,K=V' to set daemon environment 
 import os
 import pathlib
 import re
+import resource
 import shlex
 import sys
 import tempfile
@@ -88,8 +89,11 @@ def main():
                     for c in conns:
                         bl.wrk(d.base, spec, c, 1)
                         a, ta = scrape(d), thread_cpu(d.proc.pid)
+                        wa = resource.getrusage(resource.RUSAGE_CHILDREN)
                         r = bl.wrk(d.base, spec, c, secs)
+                        wb = resource.getrusage(resource.RUSAGE_CHILDREN)
                         b, tb = scrape(d), thread_cpu(d.proc.pid)
+                        tb["wrk"] = ta.get("wrk", 0.0) + (wb.ru_utime + wb.ru_stime - wa.ru_utime - wa.ru_stime)
                         op = spec["path"].rsplit("/", 1)[1]
                         jobs = delta(a, b, f'crunchd_job_duration_seconds_count{{op="{op}",phase="queue"}}') or 1
                         q = delta(a, b, f'crunchd_job_duration_seconds_sum{{op="{op}",phase="queue"}}') / jobs
