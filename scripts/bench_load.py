@@ -200,9 +200,9 @@ def device_busy(base):
     """Each device's crunchd_device_busy_seconds_total, by device label."""
     out = {}
     for line in requests.get(f"{base}/metrics", timeout=10).text.splitlines():
-        m = re.match(r'^crunchd_device_busy_seconds_total\{device="(\d+)"[^}]*\} (\S+)$', line)
-        if m:
-            out[int(m.group(1))] = float(m.group(2))
+        m = re.match(r'^crunchd_device_busy_seconds_total\{device="([^"]*)"[^}]*\} (\S+)$', line)
+        if m:  # the label is the device's index and name
+            out[m.group(1)] = float(m.group(2))
     return out
 
 
