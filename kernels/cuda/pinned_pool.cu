@@ -2,6 +2,8 @@
  * and locks every page: tens of ms for a big upload) and cudaFreeHost synchronises the device,
  * so blocks freed by finished jobs are kept, up to CRUNCHD_PINNED_CACHE_MB (default 2048), and
  * handed to the next request that fits. */
+#include <atomic>
+
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -21,7 +23,10 @@ typedef struct {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static block blocks[MAX_BLOCKS];
-static size_t cached_bytes; /* bytes in blocks not in use */
+/* Changed under mu, read without it: the memory budget asks on every charge, from every HTTP
+ * thread, and a scan of the blocks under mu there was 1.8% of a loaded daemon's samples. */
+static std::atomic<size_t> cached_bytes{0}; /* bytes in blocks not in use */
+static std::atomic<size_t> in_use_bytes{0}; /* bytes in blocks handed out */
 
 static size_t cache_cap(void)
 {
@@ -83,6 +88,7 @@ void *cr_pinned_alloc(size_t bytes)
     if (b) {
         b->in_use = true;
         cached_bytes -= b->size;
+        in_use_bytes += b->size;
         p = b->p;
     } else if ((b = empty_slot()) != NULL) {
         if (cudaHostAlloc(&p, size ? size : ROUND, cudaHostAllocPortable) != cudaSuccess) {
@@ -93,8 +99,10 @@ void *cr_pinned_alloc(size_t bytes)
                 p = NULL;
             }
         }
-        if (p)
+        if (p) {
             *b = (block){p, size ? size : ROUND, true};
+            in_use_bytes += b->size;
+        }
     }
     pthread_mutex_unlock(&mu);
     return p; /* NULL: the caller falls back to pageable memory */
@@ -111,6 +119,7 @@ void cr_pinned_free(void *p)
         if (b->p != p)
             continue;
         b->in_use = false;
+        in_use_bytes -= b->size;
         if (b->size > cache_cap()) { /* too big to keep */
             cudaFreeHost(p);
             cudaGetLastError();
@@ -126,14 +135,8 @@ void cr_pinned_free(void *p)
 
 void cr_pinned_usage(uint64_t *in_use, uint64_t *cached)
 {
-    uint64_t used = 0;
-    pthread_mutex_lock(&mu);
-    for (int i = 0; i < MAX_BLOCKS; i++)
-        if (blocks[i].p && blocks[i].in_use)
-            used += blocks[i].size;
-    *in_use = used;
+    *in_use = in_use_bytes;
     *cached = cached_bytes;
-    pthread_mutex_unlock(&mu);
 }
 
 void cr_pinned_release_all(void)
