@@ -136,6 +136,33 @@ void cr_jbuf_f32(cr_jbuf *b, float v)
         b->len += cr_fmt_f32(b->p + b->len, v);
 }
 
+/* Per value, the reserve and put calls around the formatting were 5-7% of a loaded daemon's
+ * samples on 64x64 JSON GEMMs (H200 machine): one reserve per block instead, the text written
+ * straight into it. */
+void cr_jbuf_numbers(cr_jbuf *b, const void *data, uint64_t n, cr_dtype dt)
+{
+    enum { BLOCK = 256 };
+    cr_jbuf_put(b, "[", 1);
+    for (uint64_t i = 0; data && i < n;) {
+        uint64_t k = n - i < BLOCK ? n - i : BLOCK, end = i + k;
+        if (!cr_jbuf_reserve(b, k * (CR_NUMFMT_MAX + 1))) /* each: a comma and the number */
+            return;
+        char *w = b->p + b->len;
+        for (; i < end; i++) {
+            if (i)
+                *w++ = ',';
+            if (dt == CR_DT_F32)
+                w += cr_fmt_f32(w, ((const float *)data)[i]);
+            else if (dt == CR_DT_U64)
+                w += cr_fmt_u64(w, ((const uint64_t *)data)[i]);
+            else
+                w += cr_fmt_f64(w, ((const double *)data)[i]);
+        }
+        b->len = (size_t)(w - b->p);
+    }
+    cr_jbuf_put(b, "]", 1);
+}
+
 void cr_jbuf_u64(cr_jbuf *b, uint64_t v)
 {
     if (cr_jbuf_reserve(b, CR_NUMFMT_MAX))

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/backend.h"
+
 typedef struct {
     char *p;
     size_t len, cap;
@@ -25,6 +27,9 @@ void cr_jbuf_key(cr_jbuf *b, const char *name, bool first);
 void cr_jbuf_f64(cr_jbuf *b, double v);
 void cr_jbuf_f32(cr_jbuf *b, float v);
 void cr_jbuf_u64(cr_jbuf *b, uint64_t v);
+/* [v0,v1,...]: n numbers of dt (float32, uint64, else float64), room reserved for a block of
+ * them at a time. */
+void cr_jbuf_numbers(cr_jbuf *b, const void *data, uint64_t n, cr_dtype dt);
 /* Hands the text over (NUL-terminated, *len without the NUL), or frees it all after a failure
  * and returns NULL. */
 char *cr_jbuf_finish(cr_jbuf *b, size_t *len);

@@ -11,20 +11,6 @@
 
 /* ---- pieces ---------------------------------------------------------------------------- */
 
-static void jb_array_f(cr_jbuf *b, const void *data, uint64_t n, cr_dtype dt)
-{
-    cr_jbuf_put(b, "[", 1);
-    for (uint64_t i = 0; data && i < n && !b->failed; i++) {
-        if (i)
-            cr_jbuf_put(b, ",", 1);
-        if (dt == CR_DT_F64)
-            cr_jbuf_f64(b, ((const double *)data)[i]);
-        else
-            cr_jbuf_f32(b, ((const float *)data)[i]);
-    }
-    cr_jbuf_put(b, "]", 1);
-}
-
 static void jb_matrix(cr_jbuf *b, int64_t rows, int64_t cols, const void *data, cr_dtype dt)
 {
     cr_jbuf_lit(b, "{\"rows\":");
@@ -32,7 +18,7 @@ static void jb_matrix(cr_jbuf *b, int64_t rows, int64_t cols, const void *data, 
     cr_jbuf_lit(b, ",\"cols\":");
     cr_jbuf_u64(b, (uint64_t)cols);
     cr_jbuf_lit(b, ",\"data\":");
-    jb_array_f(b, data, (uint64_t)rows * (uint64_t)cols, dt);
+    cr_jbuf_numbers(b, data, (uint64_t)rows * (uint64_t)cols, dt == CR_DT_F64 ? CR_DT_F64 : CR_DT_F32);
     cr_jbuf_put(b, "}", 1);
 }
 

@@ -23,18 +23,7 @@ typedef struct {
 
 static void kb_data(cr_jbuf *b, const tensor *t)
 {
-    cr_jbuf_put(b, "[", 1);
-    for (uint64_t i = 0; i < t->count && !b->failed; i++) {
-        if (i)
-            cr_jbuf_put(b, ",", 1);
-        if (t->dt == CR_DT_U64)
-            cr_jbuf_u64(b, ((const uint64_t *)t->data)[i]);
-        else if (t->dt == CR_DT_F32)
-            cr_jbuf_f32(b, ((const float *)t->data)[i]);
-        else
-            cr_jbuf_f64(b, ((const double *)t->data)[i]);
-    }
-    cr_jbuf_put(b, "]", 1);
+    cr_jbuf_numbers(b, t->data, t->count, t->dt);
 }
 
 /* Triton's answer for an output written to shared memory: where it is, and no data. */
