@@ -176,12 +176,31 @@ static void test_ata(const cr_kernel *k, cr_dtype dt)
         }
 }
 
+/* Stores x as element i of an integer array of dt; returns what was stored, as a double. */
+static double store_int(cr_dtype dt, void *data, int64_t i, double x)
+{
+    switch (dt) {
+    case CR_DT_I8: return ((int8_t *)data)[i] = (int8_t)x;
+    case CR_DT_U16: return ((uint16_t *)data)[i] = (uint16_t)x;
+    case CR_DT_I16: return ((int16_t *)data)[i] = (int16_t)x;
+    case CR_DT_U32: return ((uint32_t *)data)[i] = (uint32_t)x;
+    case CR_DT_I32: return ((int32_t *)data)[i] = (int32_t)x;
+    case CR_DT_U64: return (double)(((uint64_t *)data)[i] = (uint64_t)x);
+    default: return (double)(((int64_t *)data)[i] = (int64_t)x);
+    }
+}
+
 static void test_hist(const cr_kernel *k, cr_dtype dt)
 {
     const int64_t count = 1000003;
+    bool is_float = dt == CR_DT_F32 || dt == CR_DT_F64, is_signed = dt == CR_DT_I8 || dt == CR_DT_I16 ||
+                                                                   dt == CR_DT_I32 || dt == CR_DT_I64;
     std::vector<char> data(count * cr_dtype_size(dt));
     int bins = dt == CR_DT_U8 ? 256 : 100;
-    double lo = dt == CR_DT_U8 ? 0 : -1.0, hi = dt == CR_DT_U8 ? 256 : 1.0;
+    /* integers: 100 bins over [lo, hi] of a range the values overrun on both sides (unsigned ones
+     * only above), so every bin and both out-of-range sides are hit */
+    double lo = dt == CR_DT_U8 ? 0 : is_float ? -1.0 : is_signed ? -60 : 10;
+    double hi = dt == CR_DT_U8 ? 256 : is_float ? 1.0 : is_signed ? 60 : 110;
     cr_hist_dev hd = {count, NULL, bins, lo, hi, NULL};
     cr_hist_params p = {};
     cr_hist_make_params(&hd, dt, &p);
@@ -191,6 +210,8 @@ static void test_hist(const cr_kernel *k, cr_dtype dt)
         if (dt == CR_DT_U8) {
             x = (double)(unsigned char)(uniform(0, 256));
             ((unsigned char *)data.data())[i] = (unsigned char)x;
+        } else if (!is_float) {
+            x = store_int(dt, data.data(), i, floor(uniform(is_signed ? -70 : 0, is_signed ? 71 : 121)));
         } else {
             x = i % 97 == 0 ? cr_hist_edge(p, (int)(i % (bins + 1))) : uniform(-1.2, 1.2);
             if (i % 1009 == 0)
