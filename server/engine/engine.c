@@ -384,7 +384,7 @@ static int start_threads(cr_engine *e, char *err, size_t errlen)
         e->workers[i].started = true;
         /* named so that top -H and scripts/load_probe.py tell the workers' CPU from the HTTP
          * threads' (libmicrohttpd names its own MHD-worker); failure is harmless */
-        snprintf(name, sizeof name, "cr-worker-%d", i % 100000);
+        snprintf(name, sizeof name, "cr-worker-%u", (unsigned)i % 10000u);
         pthread_setname_np(e->workers[i].thread, name);
     }
     return 0;
