@@ -9,6 +9,7 @@
 #include "tests/unit/check.h"
 #include "kernels/registry.h"
 #include "server/engine/job.h"
+#include "server/codec/json_buf.h"
 #include "server/codec/json_encode.h"
 #include "server/codec/numfmt.h"
 
@@ -474,8 +475,54 @@ static void test_status_bodies(void)
     free(j);
 }
 
+/* cr_jbuf_numbers writes what formatting each value alone writes, comma-separated, at every
+ * count around its 256-value blocks, for each dtype, after text already in the buffer. */
+static void test_number_lists(void)
+{
+    static const uint64_t counts[] = {0, 1, 2, 255, 256, 257, 511, 512, 513, 1000};
+    static float f[1000];
+    static double d[1000];
+    static uint64_t u[1000];
+    for (int i = 0; i < 1000; i++) {
+        uint64_t r = rng();
+        f[i] = (float)((double)(int64_t)r / 9.2e18 * pow(10, (double)(i % 77 - 38)));
+        d[i] = (double)(int64_t)r / 3.3e18 * pow(10, (double)(i % 601 - 300));
+        u[i] = r >> (i % 64);
+    }
+    f[7] = -0.0f, d[8] = NAN, f[9] = INFINITY; /* nulls and a negative zero, as the encoders write them */
+    const struct {
+        cr_dtype dt;
+        const void *v;
+    } kinds[] = {{CR_DT_F32, f}, {CR_DT_F64, d}, {CR_DT_U64, u}};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            cr_jbuf got = {0}, want = {0};
+            cr_jbuf_lit(&got, "x:");
+            cr_jbuf_lit(&want, "x:[");
+            cr_jbuf_numbers(&got, kinds[k].v, counts[c], kinds[k].dt);
+            for (uint64_t i = 0; i < counts[c]; i++) {
+                if (i)
+                    cr_jbuf_put(&want, ",", 1);
+                if (kinds[k].dt == CR_DT_F32)
+                    cr_jbuf_f32(&want, f[i]);
+                else if (kinds[k].dt == CR_DT_F64)
+                    cr_jbuf_f64(&want, d[i]);
+                else
+                    cr_jbuf_u64(&want, u[i]);
+            }
+            cr_jbuf_put(&want, "]", 1);
+            size_t gl = 0, wl = 0;
+            char *g = cr_jbuf_finish(&got, &gl), *w = cr_jbuf_finish(&want, &wl);
+            CHECK_MSG(g && w && gl == wl && memcmp(g, w, gl) == 0 && g[gl] == '\0',
+                      "%s, %llu numbers: lists differ", cr_dtype_name(kinds[k].dt), (unsigned long long)counts[c]);
+            free(g);
+            free(w);
+        }
+}
+
 int main(void)
 {
+    test_number_lists();
     test_numfmt();
     test_fixed3();
     test_error_body();
