@@ -139,9 +139,9 @@ static void set_defaults(cr_config *c)
     strcpy(c->log_format, "text");
     strcpy(c->access_log, "all");
     /* The HTTP threads parse and encode on the same cores: a worker spinning on its GPU (CUDA's
-     * default with more cores than contexts) took a core from them. On an H200 machine yield
-     * gave 64x64 JSON GEMMs 29.1k/s against spin's 24.4k (1.2x) at p99 5.7 ms against 6.4, the
-     * small rows unchanged; block woke late under load (p99 up to 28 ms on 16x16). */
+     * default with more cores than contexts) takes a core from them. H200 machine, two rounds
+     * each: 64x64 JSON GEMMs 24.7k and 24.4k/s with yield against 23.2k and 22.6k spinning, the
+     * other rows within 3%; block woke late under load (p99 up to 28 ms on 16x16). */
     strcpy(c->gpu_wait, "yield");
     strcpy(c->unix_socket_mode, "0660");
 }
