@@ -18,7 +18,7 @@ static void jb_matrix(cr_jbuf *b, int64_t rows, int64_t cols, const void *data, 
     cr_jbuf_lit(b, ",\"cols\":");
     cr_jbuf_u64(b, (uint64_t)cols);
     cr_jbuf_lit(b, ",\"data\":");
-    cr_jbuf_numbers(b, data, (uint64_t)rows * (uint64_t)cols, dt == CR_DT_F64 ? CR_DT_F64 : CR_DT_F32);
+    cr_jbuf_numbers(b, data, (uint64_t)rows * (uint64_t)cols, dt);
     cr_jbuf_put(b, "}", 1);
 }
 

@@ -104,9 +104,10 @@ static size_t short_number(const char *s, double *v)
 /* -?(d+(.d*)?|.d+)([eE][+-]?d+)? starting with '-' or a digit: what cJSON takes for a number
  * and strtod consumes whole, so cJSON's value is strtod's ("-.5" included, ".5" not). Returns
  * the token's length and, when convert, its value in *v; 0 when not one. The digits are gathered
- * as cr_jfast_next gathers them: the value is the same bits. (cr_jfast_next keeps its own loops,
- * without the bound checks: reading big bodies' text through this one measured 25% slower.) Always inlined so that each caller's
- * constant `convert` leaves either a bare syntax check or the fused conversion. */
+ * as cr_jfast_next gathers them: the value is the same bits. (cr_jfast_next keeps its own
+ * loops, without the bound checks: reading big bodies' text through this one measured 25%
+ * slower.) Always inlined so that each caller's constant `convert` leaves either a bare syntax
+ * check or the fused conversion; with it, the common short spellings go through short_number. */
 static inline __attribute__((always_inline)) size_t scan_number(const char *s, const char *end,
                                                                   bool convert, double *v)
 {

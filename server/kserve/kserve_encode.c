@@ -21,11 +21,6 @@ typedef struct {
     uint64_t count;
 } tensor;
 
-static void kb_data(cr_jbuf *b, const tensor *t)
-{
-    cr_jbuf_numbers(b, t->data, t->count, t->dt);
-}
-
 /* Triton's answer for an output written to shared memory: where it is, and no data. */
 static void kb_shm_params(cr_jbuf *b, const cr_ks_shm *shm)
 {
@@ -61,7 +56,7 @@ static void kb_tensor(cr_jbuf *b, const tensor *t, bool binary, const cr_ks_shm 
         cr_jbuf_put(b, "}", 1);
     } else {
         cr_jbuf_lit(b, ",\"data\":");
-        kb_data(b, t);
+        cr_jbuf_numbers(b, t->data, t->count, t->dt);
     }
     cr_jbuf_put(b, "}", 1);
 }
