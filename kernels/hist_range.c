@@ -5,6 +5,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 cr_range_status cr_hist_range_fix(double *lo, double *hi, cr_dtype dt)
 {
@@ -117,14 +118,43 @@ void cr_hist_range_explain(cr_range_status s, double lo, double hi, char *out, s
     }
 }
 
+/* Blocks of 1024 are scanned 16 bytes at a time with a branch-free OR of NaN masks (GCC's
+ * vector extensions: -O2 left the plain loop scalar for doubles), and only a block that holds
+ * a NaN is searched for its first one. Integers hold none. */
+#define NAN_SCAN_BLOCK 1024
+
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef double f64x2 __attribute__((vector_size(16)));
+typedef int64_t i64x2 __attribute__((vector_size(16)));
+
+#define DEFINE_FIRST_NAN(name, T, VT, MT)                                                       \
+    static bool block_has_nan_##name(const T *p)                                                \
+    {                                                                                           \
+        MT bad = {0};                                                                           \
+        for (size_t i = 0; i < NAN_SCAN_BLOCK; i += sizeof(VT) / sizeof(T)) {                   \
+            VT v;                                                                               \
+            memcpy(&v, p + i, sizeof v); /* any alignment */                                    \
+            bad |= v != v;                                                                      \
+        }                                                                                       \
+        for (size_t k = 1; k < sizeof(VT) / sizeof(T); k++)                                     \
+            bad[0] |= bad[k];                                                                   \
+        return bad[0] != 0;                                                                     \
+    }                                                                                           \
+    static int64_t first_nan_##name(const T *p, int64_t count)                                  \
+    {                                                                                           \
+        int64_t at = 0;                                                                         \
+        while (count - at >= NAN_SCAN_BLOCK && !block_has_nan_##name(p + at))                   \
+            at += NAN_SCAN_BLOCK;                                                               \
+        for (; at < count; at++)                                                                \
+            if (isnan(p[at]))                                                                   \
+                return at;                                                                      \
+        return -1;                                                                              \
+    }
+DEFINE_FIRST_NAN(f32, float, f32x4, i32x4)
+DEFINE_FIRST_NAN(f64, double, f64x2, i64x2)
+
 int64_t cr_hist_first_nan(const void *data, int64_t count, cr_dtype dt)
 {
-    for (int64_t i = 0; i < count; i++) {
-        double v = dt == CR_DT_F32 ? (double)((const float *)data)[i]
-                   : dt == CR_DT_F64 ? ((const double *)data)[i]
-                                     : 0.0;
-        if (isnan(v))
-            return i;
-    }
-    return -1;
+    return dt == CR_DT_F32 ? first_nan_f32(data, count) : dt == CR_DT_F64 ? first_nan_f64(data, count) : -1;
 }

@@ -2,6 +2,7 @@
  * naive computation, histogram bin edges against numpy's answers (numpy 2.x, checked by hand
  * where noted), the kernel list, and the errors run() returns. No framework: CHECK counts. */
 #include "kernels/backend.h"
+#include "kernels/hist_range.h"
 #include "kernels/registry.h"
 
 #include <math.h>
@@ -634,6 +635,39 @@ static void test_thread_setting(void)
     unsetenv("CRUNCHD_CPU_THREADS");
 }
 
+/* The NaN scan works in blocks: a NaN at each position around a block's edges must be the one
+ * found, the first of two must win, and integer data (whose bytes may spell a NaN) holds none. */
+static void test_first_nan(void)
+{
+    enum { N = 3000 };
+    static float f[N];
+    static double d[N];
+    const int64_t spots[] = {0, 1, 1023, 1024, 1025, 2047, 2048, 2999};
+    for (size_t s = 0; s < sizeof spots / sizeof spots[0]; s++) {
+        for (int i = 0; i < N; i++) {
+            f[i] = (float)i;
+            d[i] = i;
+        }
+        int64_t at = spots[s];
+        f[at] = NAN;
+        d[at] = NAN;
+        f[N - 1 - (at == N - 1)] = NAN;
+        d[N - 1 - (at == N - 1)] = NAN;
+        int64_t want = at < N - 1 ? at : N - 2;
+        check(cr_hist_first_nan(f, N, CR_DT_F32) == want, "float32 NaN at %lld found", (long long)want);
+        check(cr_hist_first_nan(d, N, CR_DT_F64) == want, "float64 NaN at %lld found", (long long)want);
+        check(cr_hist_first_nan(f, at, CR_DT_F32) == (at == N - 1 ? want : -1),
+              "float32: none before %lld", (long long)at);
+    }
+    for (int i = 0; i < N; i++)
+        f[i] = (float)i;
+    check(cr_hist_first_nan(f, N, CR_DT_F32) == -1, "float32 without NaN");
+    check(cr_hist_first_nan(NULL, 0, CR_DT_F64) == -1, "no data, no NaN");
+    memset(f, 0xff, sizeof f); /* all-ones bytes: NaN as a float, -1 as an integer */
+    check(cr_hist_first_nan(f, N, CR_DT_I32) == -1, "int32 holds no NaN");
+    check(cr_hist_first_nan(f, N, CR_DT_F32) == 0, "all-ones float32 is NaN");
+}
+
 int main(void)
 {
     char err[256] = "";
@@ -651,6 +685,7 @@ int main(void)
     test_hist_ints();
     test_hist_bytes();
     test_hist_edge_property();
+    test_first_nan();
     test_errors();
     test_cancel();
     test_concurrent_workers();
