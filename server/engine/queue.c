@@ -46,7 +46,9 @@ int cr_queue_push(cr_queue *q, cr_job *j)
             q->head = j;
         q->tail = j;
         q->length++;
-        pthread_cond_broadcast(&q->nonempty); /* waiters differ: devices, batch keys */
+        /* One waiter: a fresh job suits every device, and each wake-up costs a futex round trip
+         * (a broadcast woke every idle worker per job, all but one to sleep again). */
+        pthread_cond_signal(&q->nonempty);
     }
     pthread_mutex_unlock(&q->mu);
     return rc;
@@ -156,8 +158,14 @@ int cr_queue_take(cr_queue *q, const cr_take_policy *p, bool block, cr_job **out
     pthread_mutex_lock(&q->mu);
     for (;;) {
         double wake = 0.0;
-        if ((n = take_locked(q, p, out, &wake)) > 0)
+        if ((n = take_locked(q, p, out, &wake)) > 0) {
+            /* Work is left (a batch still filling, jobs behind this one): pass the wake-up on,
+             * so that a sleeping worker looks at it, and arms its timer, instead of this one's
+             * signal having been the only one for both. */
+            if (q->length > 0)
+                pthread_cond_signal(&q->nonempty);
             break;
+        }
         /* closed: once nothing this worker may take is left, it is done */
         if (q->closed && (q->length == 0 || wake == 0.0)) {
             n = -1;
