@@ -356,9 +356,14 @@ def bench_hist_shm(d, h2d_gbps):
             **{f"{k}_ms": median_timing(answers, k) for k in ("receive", "queue", "h2d", "total")}}
 
 
+ANSWER_BUF = bytearray()
+
+
 def post_unix_bare(path, target, body, ctype):
     """One HTTP/1.1 POST over a Unix socket written as the floor's bare transfer is: 8 MiB
-    sends, the answer received straight into a buffer of its Content-Length. Returns
+    sends, the answer received straight into a buffer kept across calls, as the floor's
+    receiver keeps its own (a fresh 64 MiB buffer costs the client ~40 ms of page faults on an
+    H200 machine: answers measured 52 ms in a new one, 11 ms in a reused one). Returns
     (seconds, headers, answer bytes)."""
     head = (f"POST {target} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {ctype}\r\n"
             f"Content-Length: {len(body)}\r\nAccept: application/x-npy\r\n\r\n").encode()
@@ -377,17 +382,19 @@ def post_unix_bare(path, target, body, ctype):
         hdr, _, first = got.partition(b"\r\n\r\n")
         lines = hdr.decode().split("\r\n")
         headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
-        payload = bytearray(int(headers.get("Content-Length", "0")))
-        out = memoryview(payload)
+        size = int(headers.get("Content-Length", "0"))
+        if len(ANSWER_BUF) < size:
+            ANSWER_BUF[:] = b"\1" * size  # touched before the clock starts next time
+        out = memoryview(ANSWER_BUF)[:size]
         out[:len(first)] = first
         at = len(first)
-        while at < len(payload):
-            n = c.recv_into(out[at:], len(payload) - at)
+        while at < size:
+            n = c.recv_into(out[at:], size - at)
             assert n, "bare Unix-socket POST: the answer ended early"
             at += n
         secs = time.perf_counter() - t0
     assert lines[0].split()[1] == "200", f"bare Unix-socket POST answered {lines[0]}"
-    return secs, headers, bytes(payload)
+    return secs, headers, bytes(out)
 
 
 def bench_gemm_unix(d, tmp, tcp_row):
