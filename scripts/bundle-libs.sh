@@ -15,7 +15,8 @@ set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 FILE..." >&2; exit 2; }
 top=$(git rev-parse --show-toplevel)
 out=$top/.device
-grep -qx '/.device/' "$top/.git/info/exclude" 2>/dev/null || { mkdir -p "$top/.git/info"; echo '/.device/' >> "$top/.git/info/exclude"; }
+exclude=$(git rev-parse --path-format=absolute --git-path info/exclude) # a worktree's .git is a file
+grep -qx '/.device/' "$exclude" 2>/dev/null || { mkdir -p "$(dirname "$exclude")"; echo '/.device/' >> "$exclude"; }
 mkdir -p "$out/bin" "$out/lib"
 # glibc, the C++ runtime and the CUDA/driver libraries are on the GPU machine already
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvidia|libnvrtc|libcufft|libcurand|libcusparse|libcusolver|libnvJitLink|libnvml)'
