@@ -8,7 +8,9 @@
  * repeats, fewer of them for slow runs). AᵀA rates count the full product (2·m·n²), as
  * cr_task_flops does. ratio_vs_ref = reference time / this time. SYRK is timed alone (no
  * mirror), the strictest reference. CSV columns:
- * sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref */
+ * sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref
+ * It also prints the device's peaks and the SM clock measured before the first and after the
+ * last sweep, and writes them to results.device.json for the plots (gpu_run_begin). */
 #include "tools/gpu/harness.cuh"
 #include <cublas_v2.h>
 #include <stdio.h>
@@ -164,15 +166,16 @@ int main(int argc, char **argv)
     DIE_IF(!csv, "cannot write %s", argv[1]);
     double fp64_budget_s = argc > 2 ? atof(argv[2]) : 120;
     fprintf(csv, "sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref\n");
-    gpu_print_clocks(stdout);
     gpu_timer_create(&timer);
     CK(cublasCreate(&blas));
+    gpu_device dev = gpu_run_begin(stdout, argv[1]);
     for (int n : {1024, 2048, 4096, 8192})
         ata_fp32(n);
     hist_sweep();
     time_t start = time(NULL);
     for (int n = 2000; n <= 18000 && difftime(time(NULL), start) < fp64_budget_s; n += 2000)
         ata_fp64(n);
+    gpu_run_end(&dev, stdout);
     fclose(csv);
     gpu_timer_destroy(&timer);
     CK(cublasDestroy(blas));

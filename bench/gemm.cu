@@ -7,7 +7,9 @@
  * Timing: tools/gpu/harness.cuh (warm-up, L2 flushed before each repeat, median of 3..30
  * repeats, as many as fit ~150 ms per kernel and shape), random inputs in [-1, 1].
  * CSV columns: sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas (ratio = cuBLAS time of the
- * same dtype and shape over this kernel's time; > 1 means faster than cuBLAS). */
+ * same dtype and shape over this kernel's time; > 1 means faster than cuBLAS).
+ * full and quick also print the device's peaks and the SM clock measured before the first and
+ * after the last sweep, and write them to OUT.device.json for the plots (gpu_run_begin). */
 #include "tools/gpu/harness.cuh"
 #include <cublas_v2.h>
 #include <stdio.h>
@@ -183,9 +185,9 @@ int main(int argc, char **argv)
     CK(cublasCreate(&B.htf32));
     CK(cublasSetMathMode(B.h, CUBLAS_PEDANTIC_MATH)); /* exact FP32: no tensor-core shortcut */
     CK(cublasSetMathMode(B.htf32, CUBLAS_TF32_TENSOR_OP_MATH));
-    gpu_print_clocks(stdout);
 
     if (!strcmp(mode, "profile")) {
+        gpu_print_clocks(stdout); /* no CSV to put a sidecar beside; ncu sets its own clocks (base) */
         /* argv[3]: which dbuf (0 the shipped one, 1.. the candidates) */
         bench_kernel k = {"dbuf-v", K_VARIANT, NULL, argc > 3 ? atoi(argv[3]) : 0, CR_DT_F32, 1 << 30};
         prepare(&k, 4096, 4096, 4096);
@@ -200,6 +202,7 @@ int main(int argc, char **argv)
     }
     gpu_timer_create(&B.timer);
     fprintf(B.csv, "sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas\n");
+    gpu_device dev = gpu_run_begin(stdout, path);
     bool use_all[NKERNELS], use_fast[NKERNELS];
     for (size_t i = 0; i < NKERNELS; i++) {
         use_all[i] = true;
@@ -238,6 +241,7 @@ int main(int argc, char **argv)
             printf("sweep K=1024 %7lld %10.3f %9.3f %8.3f\n", (long long)sw[i], cu, db, cu / db);
         }
     }
+    gpu_run_end(&dev, stdout);
     print_table(4096, r4, n4);
     print_table(8192, r8, n8);
     fclose(B.csv);

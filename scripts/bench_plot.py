@@ -4,11 +4,15 @@
     scripts/bench_plot.py bench/results
 
 Reads gemm.csv (sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas) and ata_hist.csv
-(sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref) where present. Writes one PNG per
-sweep (rate against size, one line per kernel, the cuBLAS/CUB/copy references drawn dashed and
-black) and summary.md: our numbers beside those the seed write-ups published. Without
-matplotlib (the GPU machine may lack it) it says so and writes only the summary."""
+(sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref) where present, and beside each
+the device it ran on with its peaks (gemm.device.json, ata_hist.device.json: written by
+tools/gpu/harness.cuh's gpu_run_begin). Writes one PNG per sweep (rate against size, one line
+per kernel, the cuBLAS/CUB/copy references drawn dashed and black, the device's peaks dotted
+red) and summary.md: the device, our numbers as fractions of its peaks and beside those the
+seed write-ups published. Without matplotlib (the GPU machine may lack it) it says so and
+writes only the summary."""
 import csv
+import json
 import os
 import sys
 
@@ -28,6 +32,24 @@ HIST_512MB = [("CPU, one thread", 350.0), ("GPU global atomics", 213.0), ("GPU g
 HIST_OURS = {"global": "GPU global atomics", "smem": "GPU shared-memory bins",
              "smem-vec": "GPU shared bins, 16-byte loads (smem-vec)", "cub": "CUB HistogramEven"}
 
+SOURCES = ("gemm", "ata_hist")  # NAME.csv and its NAME.device.json
+FAMILY = {"float32": "f32", "f32": "f32", "float64": "f64", "f64": "f64"}
+# The peaks a GFLOP/s chart is drawn against, by the dtypes it shows: (sidecar key, name,
+# drawn however far above the data). cuBLAS DGEMM runs on the FP64 tensor cores, above the FP64
+# lanes' peak, hence both. The lower-precision tensor peaks are drawn on FP32 charts only within
+# OFF_SCALE of the data's top (the axis is log: further up they squash the kernels into the
+# bottom), else named in the legend.
+FLOP_PEAKS = {"f32": [("fp32_gflops", "FP32", True), ("tf32_tensor_gflops", "TF32 tensor", False),
+                      ("fp16_tensor_gflops", "FP16 tensor", False), ("bf16_tensor_gflops", "BF16 tensor", False)],
+              "f64": [("fp64_gflops", "FP64", True), ("fp64_tensor_gflops", "FP64 tensor", True)]}
+OFF_SCALE = 20
+# What our own kernels are held against, by dtype family or unit: they use the FMA lanes (no
+# tensor cores) or stream from DRAM.
+OWN_PEAK = {"f32": ("fp32_gflops", "FP32"), "f64": ("fp64_gflops", "FP64"), "GB/s": ("hbm_gbs", "HBM")}
+PEAK_COLUMNS = [("fp32_gflops", "FP32"), ("fp64_gflops", "FP64"), ("fp64_tensor_gflops", "FP64 tensor"),
+                ("tf32_tensor_gflops", "TF32 tensor"), ("fp16_tensor_gflops", "FP16 tensor"),
+                ("bf16_tensor_gflops", "BF16 tensor")]
+
 
 def read(path):
     if not os.path.exists(path):
@@ -36,19 +58,74 @@ def read(path):
         return list(csv.DictReader(f))
 
 
+def read_device(outdir, name):
+    """NAME.device.json, or None (saying so) where it is missing or unreadable."""
+    path = os.path.join(outdir, name + ".device.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"no peak lines on the charts of {name}.csv: {path}: {e.strerror if isinstance(e, OSError) else e}")
+        return None
+
+
 def normalized(gemm_rows, ata_rows):
-    """One shape for both files: (sweep, kernel, dtype, x, rate, unit, ms)."""
+    """One shape for both files: (sweep, kernel, dtype, x, rate, unit, ms, source file's name)."""
     out = []
     for r in gemm_rows:
         out.append(("gemm_" + r["sweep"], r["kernel"], r["dtype"], int(r["m"]), float(r["gflops"]),
-                    "GFLOP/s", float(r["ms"])))
+                    "GFLOP/s", float(r["ms"]), "gemm"))
     for r in ata_rows:
         x = int(r["k_or_bytes"]) if r["sweep"].startswith("hist") else int(r["n"])
-        out.append((r["sweep"], r["kernel"], r["dtype"], x, float(r["rate"]), r["unit"], float(r["ms"])))
+        out.append((r["sweep"], r["kernel"], r["dtype"], x, float(r["rate"]), r["unit"], float(r["ms"]),
+                    "ata_hist"))
     return out
 
 
-def plot(rows, outdir):
+def fmt_rate(v, unit):
+    return f"{v / 1e3:,.1f} TFLOP/s" if unit == "GFLOP/s" else f"{v:,.0f} {unit}"
+
+
+def chart_peaks(sel, dev):
+    """The device's peaks for one chart's rows: ([(value, label)] to draw, [labels] off its scale).
+    Equal peaks (FP32 and FP64 tensor on an H100) share one line. Rates other than GFLOP/s and
+    GB/s (a chart of times) have no peak."""
+    unit = sel[0][5]
+    if unit == "GB/s":
+        wanted = [("hbm_gbs", "HBM bandwidth", True)]
+    elif unit == "GFLOP/s":
+        families = {FAMILY.get(r[2]) for r in sel}
+        wanted = [p for fam in ("f32", "f64") if fam in families for p in FLOP_PEAKS[fam]]
+    else:
+        return [], []
+    top = max(r[4] for r in sel)
+    names, drawn = {}, {}
+    for key, name, always in wanted:
+        v = dev.get(key)
+        if v:  # null: unknown for this device
+            names.setdefault(v, []).append(name)
+            drawn[v] = drawn.get(v, False) or always or v <= OFF_SCALE * top
+    label = {v: f"{' / '.join(n)} peak {fmt_rate(v, unit)}" for v, n in names.items()}
+    return ([(v, f"{label[v]}, {dev['device']}") for v in sorted(names) if drawn[v]],
+            [f"{label[v]}: off this chart" for v in sorted(names) if not drawn[v]])
+
+
+def draw_peaks(ax, lines, notes):
+    """Dotted lines labelled at their left end, where the rates of small sizes leave room (on a
+    white ground where a kernel's line crosses); off-scale peaks as legend entries of their
+    own. The top is raised so the highest line's label shows."""
+    for v, label in lines:
+        ax.axhline(v, color="tab:red", linestyle=":", linewidth=1.5)
+        ax.annotate(label, (0.01, v), xycoords=("axes fraction", "data"), va="bottom", fontsize=7, color="tab:red",
+                    bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1})
+    for label in notes:
+        ax.plot([], [], " ", label=label)
+    if lines:
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, max(hi, 1.6 * max(v for v, _ in lines)))
+
+
+def plot(rows, devices, outdir):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -57,7 +134,7 @@ def plot(rows, outdir):
         print("matplotlib not installed: no plots (run scripts/bench_plot.py on the CSVs elsewhere)")
         return
     for sweep in sorted({r[0] for r in rows}):
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig, ax = plt.subplots(figsize=(10, 5))
         sel = [r for r in rows if r[0] == sweep]
         for kernel, dtype in sorted({(r[1], r[2]) for r in sel}):
             pts = sorted((r[3], r[4]) for r in sel if r[1] == kernel and r[2] == dtype)
@@ -66,11 +143,14 @@ def plot(rows, outdir):
                     linestyle="--" if ref else "-", color="black" if ref else None, linewidth=2.5 if ref else 1.5)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")  # tf32 and naive differ 100x: a linear axis hides the own kernels
+        if devices.get(sel[0][7]):
+            draw_peaks(ax, *chart_peaks(sel, devices[sel[0][7]]))
         ax.set_xlabel("bytes" if sweep.startswith("hist") else "size (m = n)")
-        ax.set_ylabel(sel[0][5])
+        # symtile and SYRK compute one triangle: they can pass the peak line by up to 2x
+        ax.set_ylabel(sel[0][5] + (" (counting the full 2·m·n²)" if sweep.startswith("ata") else ""))
         ax.set_title(sweep)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: peak labels take the top left
         fig.tight_layout()
         path = os.path.join(outdir, f"{sweep}.png")
         fig.savefig(path, dpi=110)
@@ -89,10 +169,65 @@ def fmt(v, nd=2):
     return "–" if v is None else f"{v:,.{nd}f}"
 
 
-def summary(rows, outdir):
+def fmt_mhz(v):
+    return "–" if v is None else f"{v:.0f}"
+
+
+def device_lines(devices):
+    """The "Device and peaks" section: what each CSV ran on, at which clocks, and its peaks."""
+    lines = ["## Device and peaks", ""]
+    if not any(devices.values()):
+        return lines + ["No NAME.device.json beside the CSV files (benchmarks from before they wrote one): "
+                        "no peaks.", ""]
+    lines += ["Peaks at the rated SM clock, TFLOP/s, dense tensor-core rates (tools/gpu/harness.cuh derives "
+              "them); the SM clock measured at the start and the end of the run is beside (–: not "
+              "measured).", "",
+              "| results | device | SMs | SM clock rated, measured start → end (MHz) | memory | "
+              + " | ".join(name for _, name in PEAK_COLUMNS) + " |",
+              "| --- " * (5 + len(PEAK_COLUMNS)) + "|"]
+    for name, d in devices.items():
+        if not d:
+            lines.append(f"| {name}.csv | no {name}.device.json |" + " |" * (3 + len(PEAK_COLUMNS)))
+            continue
+        peaks = " | ".join("unknown" if d.get(k) is None else f"{d[k] / 1e3:,.1f}" for k, _ in PEAK_COLUMNS)
+        lines.append(f"| {name}.csv | {d['device']} ({d['compute_capability']}) | {d['sms']} | "
+                     f"{d['sm_mhz_rated']}, {fmt_mhz(d.get('sm_mhz_measured_start'))} → "
+                     f"{fmt_mhz(d.get('sm_mhz_measured_end'))} | {d['mem_mhz']} MHz × 2 × {d['mem_bus_bits']} bits "
+                     f"= {d['hbm_gbs']:,.0f} GB/s | {peaks} |")
+    return lines + [""]
+
+
+def own_best(rows):
+    """Per sweep and dtype, at the largest size our own kernels ran: the fastest of them."""
+    own = [r for r in rows if not r[1].startswith(REFERENCES)]
+    out = []
+    for sweep, dtype in sorted({(r[0], r[2]) for r in own}):
+        sel = [r for r in own if r[0] == sweep and r[2] == dtype]
+        top = max(r[3] for r in sel)
+        out.append(max((r for r in sel if r[3] == top), key=lambda r: r[4]))
+    return out
+
+
+def fraction_lines(rows, devices):
+    lines = ["### Our best kernel at each sweep's largest size, as a fraction of the device's peak", "",
+             "Our kernels use the FMA lanes (no tensor cores) or stream from DRAM, so the peak is FP32, FP64 "
+             "or HBM. AᵀA rates count the full 2·m·n² product while symtile computes one triangle (about "
+             "half of it): its fraction can reach 200%.", "",
+             "| sweep | dtype | size | kernel | rate | peak | fraction |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in own_best(rows):
+        key, name = OWN_PEAK.get("GB/s" if r[5] == "GB/s" else FAMILY.get(r[2]), (None, None))
+        peak = (devices.get(r[7]) or {}).get(key)
+        size = f"{r[3] >> 20} MiB" if r[5] == "GB/s" else str(r[3])
+        held = f"{name} {fmt_rate(peak, r[5])} | {100 * r[4] / peak:.1f}%" if peak else "unknown | –"
+        lines.append(f"| {r[0]} | {r[2]} | {size} | {r[1]} | {fmt_rate(r[4], r[5])} | {held} |")
+    return lines + [""]
+
+
+def summary(rows, devices, outdir):
     lines = ["# Kernel benchmark summary", "",
              "Our numbers are medians from this run's CSV files; the published ones come from the seed "
              "write-ups listed in docs/sources.md (older GPUs: V100, Tesla C2075).", ""]
+    lines += device_lines(devices) + fraction_lines(rows, devices)
     lines += ["## AᵀA FP32, m = n (ms; rate counts the full 2·m·n² product)", "",
               "| n | gemm (dbuf) | symtile | cuBLAS SSYRK | cuBLAS SGEMM | symtile vs gemm | symtile vs SYRK |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -139,8 +274,9 @@ def main():
     if not rows:
         print(f"no gemm.csv or ata_hist.csv under {outdir}")
         return 1
-    plot(rows, outdir)
-    summary(rows, outdir)
+    devices = {name: read_device(outdir, name) for name in SOURCES if any(r[7] == name for r in rows)}
+    plot(rows, devices, outdir)
+    summary(rows, devices, outdir)
     return 0
 
 
