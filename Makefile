@@ -134,6 +134,15 @@ $(BUILD)/bench/json_bench: bench/json_bench.c $(SERVER_OBJ) $(BUILD)/libcrunchke
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $(filter %.c %.o %.a,$^) $(LIBS) $(CUDA_LIBS)
 
+.PHONY: numfmt-exhaustive
+numfmt-exhaustive: $(BUILD)/tests/numfmt_exhaustive ## cr_fmt_f32 against its previous version over all 2^32 floats (minutes; --bench: ns per float)
+	$(BUILD)/tests/numfmt_exhaustive
+
+# Only numfmt.o: the check needs nothing else of the daemon.
+$(BUILD)/tests/numfmt_exhaustive: tests/unit/numfmt_exhaustive.c $(BUILD)/server/codec/numfmt.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $(filter %.c %.o,$^) -lpthread -lm
+
 .PHONY: sys-costs
 sys-costs: $(BUILD)/bench/sys_costs ## what a system call, a wake-up, a page fault cost on this machine (any machine)
 	$(BUILD)/bench/sys_costs

@@ -1,15 +1,14 @@
 /* Shortest round-trip number formatting, fast for the common range.
  *
- * float32: a normal |v| is scaled by a power of ten (exactly where that is possible, else with
- * errors bounded well below what is decided) to s in [1e8, 1e9), and the ends of its rounding
- * interval to integers; then s rounded to 6, 7, 8 and 9 digits, all at once in integer
- * arithmetic, and the first that lies inside is written: what the printf loop below chooses,
- * without its printf and strtod calls. Where the doubles cannot decide (an end or a rounding tie
- * too near to call, a candidate that numpy's double-then-float read could round differently),
- * and for zero, subnormals and the smallest normal binade, printf/strtod decide (slow but
- * exact). float64 uses printf("%.15g".."%.17g") with a strtod check only where the
- * extended-precision fast path (scale, round to 15..17 digits, read back exactly) cannot
- * decide. */
+ * float32: Schubfach (R. Giulietti, "The Schubfach way to render doubles") in integer arithmetic.
+ * One 64x64-bit multiplication by a 63-bit 10^-k scales |v| = c * 2^q to s and both ends of its
+ * rounding interval; comparisons then pick the shortest decimal inside, the nearest of its
+ * length. That is what the printf loop below chooses (the first correctly rounded decimal that
+ * reads back), without its printf and strtod calls, except where numpy's double-then-float read
+ * differs from strtof or, below a power of two, the interval is lopsided: there, and for zero and
+ * the smallest subnormals, printf/strtod decide (slow but exact; about 200 of the 2^32 floats).
+ * float64 uses printf("%.15g".."%.17g") with a strtod check only where the extended-precision
+ * fast path (scale, round to 15..17 digits, read back exactly) cannot decide. */
 #include "server/codec/numfmt.h"
 
 #include <float.h>
@@ -22,12 +21,6 @@ static const char digit_pairs[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
-
-/* Exact in a double up to 1e22. */
-static const double pow10_exact[23] = {
-    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-};
 
 /* Writes v's decimal digits right-aligned ending at end; returns the start. */
 static char *digits_backwards(char *end, uint64_t v)
@@ -138,151 +131,128 @@ static size_t write_decimal(char *out, int negative, uint64_t digits, int n_digi
 
 /* ---- float32 fast path ------------------------------------------------------------------- */
 
-static const uint64_t pow10_u64[17] = {
-    1,             10,             100,             1000,
-    10000,         100000,         1000000,         10000000,
-    100000000,     1000000000,     10000000000,     100000000000,
-    1000000000000, 10000000000000, 100000000000000, 1000000000000000,
-    10000000000000000,
+static const uint32_t pow10_u32[10] = {
+    1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000,
 };
 
-/* 10^-37 .. 10^39, the nearest doubles: where 10^(k + 1) falls for a float's k. */
-static const double pow10_k[77] = {
-    1e-37, 1e-36, 1e-35, 1e-34, 1e-33, 1e-32, 1e-31, 1e-30, 1e-29, 1e-28, 1e-27, 1e-26, 1e-25,
-    1e-24, 1e-23, 1e-22, 1e-21, 1e-20, 1e-19, 1e-18, 1e-17, 1e-16, 1e-15, 1e-14, 1e-13, 1e-12,
-    1e-11, 1e-10, 1e-9,  1e-8,  1e-7,  1e-6,  1e-5,  1e-4,  1e-3,  1e-2,  1e-1,  1e0,   1e1,
-    1e2,   1e3,   1e4,   1e5,   1e6,   1e7,   1e8,   1e9,   1e10,  1e11,  1e12,  1e13,  1e14,
-    1e15,  1e16,  1e17,  1e18,  1e19,  1e20,  1e21,  1e22,  1e23,  1e24,  1e25,  1e26,  1e27,
-    1e28,  1e29,  1e30,  1e31,  1e32,  1e33,  1e34,  1e35,  1e36,  1e37,  1e38,  1e39,
+/* For k = -45..31 (every k a float needs): g(k) = floor(10^-k * 2^(62 - floor(log2 10^-k))) + 1,
+ * 10^-k with 63 significant bits, rounded up as Schubfach's proof of exact comparisons needs. */
+static const uint64_t pow10_neg_g[77] = {
+    0x59AEDFC10D7279C6, 0x47BF19673DF52E38, 0x72CB5BD86321E38D, 0x5BD5E313828182D7,
+    0x4977E8DC68679BE0, 0x758CA7C70D7292FF, 0x5E0A1FD271287599, 0x4B3B4CA85A86C47B,
+    0x785EE10D5DA46D91, 0x604BE73DE4838ADA, 0x4D0985CB1D3608AF, 0x7B426FAB61F00DE4,
+    0x629B8C891B267183, 0x4EE2D6D415B85ACF, 0x7E37BE2022C0914C, 0x64F964E68233A770,
+    0x50C783EB9B5C85F3, 0x409F9CBC7C4A04C3, 0x6765C793FA10079E, 0x52B7D2DCC80CD2E5,
+    0x422CA8B0A00A4251, 0x69E10DE76676D081, 0x54B40B1F852BDA01, 0x43C33C1937564801,
+    0x6C6B935B8BBD4001, 0x56BC75E2D6310001, 0x4563918244F40001, 0x6F05B59D3B200001,
+    0x58D15E1762800001, 0x470DE4DF82000001, 0x71AFD498D0000001, 0x5AF3107A40000001,
+    0x48C2739500000001, 0x746A528800000001, 0x5D21DBA000000001, 0x4A817C8000000001,
+    0x7735940000000001, 0x5F5E100000000001, 0x4C4B400000000001, 0x7A12000000000001,
+    0x61A8000000000001, 0x4E20000000000001, 0x7D00000000000001, 0x6400000000000001,
+    0x5000000000000001, 0x4000000000000001, 0x6666666666666667, 0x51EB851EB851EB86,
+    0x4189374BC6A7EF9E, 0x68DB8BAC710CB296, 0x53E2D6238DA3C212, 0x431BDE82D7B634DB,
+    0x6B5FCA6AF2BD215F, 0x55E63B88C230E77F, 0x44B82FA09B5A52CC, 0x6DF37F675EF6EAE0,
+    0x57F5FF85E5925580, 0x465E6604B7A84466, 0x709709A125DA070A, 0x5A126E1A84AE6C08,
+    0x480EBE7B9D58566D, 0x734ACA5F6226F0AE, 0x5C3BD5191B525A25, 0x49C97747490EAE84,
+    0x760F253EDB4AB0D3, 0x5E72843249088D76, 0x4B8ED0283A6D3DF8, 0x78E480405D7B9659,
+    0x60B6CD004AC94514, 0x4D5F0A66A23A9DAA, 0x7BCB43D769F762A9, 0x63090312BB2C4EEE,
+    0x4F3A68DBC8F03F25, 0x7EC3DAF941806507, 0x65697BFA9ACD1DA0, 0x51212FFBAF0A7E19,
+    0x40E7599625A1FE7B,
 };
 
-/* 2^e for a normal double's exponent range. */
-static double pow2(int e)
-{
-    uint64_t bits = (uint64_t)(e + 1023) << 52;
-    double d;
-    memcpy(&d, &bits, sizeof d);
-    return d;
-}
+/* floor(q log10 2) (minus log10 4/3 below a power of two) and floor(e log2 10) by
+ * multiplication: exact over every exponent a float has (Schubfach's constants). Macros, so
+ * that f32_exps below is filled at compile time. */
+#define FLOOR_LOG10_POW2(q, three_quarters)                                                   \
+    ((int)(((int64_t)(q) * 661971961083 - ((three_quarters) ? 274743187321 : 0)) >> 41))
+#define FLOOR_LOG2_POW10(e) ((int)((int64_t)(e) * 913124641741 >> 38))
 
-/* x * 10^j by exact powers of ten: one rounding per factor, at most 3 for a float's range. */
-static double scale10(double x, int j)
-{
-    for (; j > 22; j -= 22)
-        x *= 1e22;
-    for (; j < -22; j += 22)
-        x /= 1e22;
-    return j >= 0 ? x * pow10_exact[j] : x / pow10_exact[-j];
-}
+/* The scaling of a float's c * 2^q: by 10^-k, k = floor(q log10 2), in a product shifted by h
+ * (33..36, so (4c + 2) << h < 2^63). */
+#define F32_K(q) FLOOR_LOG10_POW2(q, 0)
+#define F32_H(q, k) ((q) + FLOOR_LOG2_POW10(-(k)) + 33)
 
-/* x rounded to the nearest integer (ties to even) for |x| < 2^51, in *n and as the result:
- * adding 1.5 * 2^52 leaves no bits below the units, and the integer is read from the bits.
- * Cheaper than converting to an integer and back, which is on this path's critical chain.
- * Needs each operation rounded to double (FLT_EVAL_METHOD 0, no -ffast-math). */
-static double round_small(double x, int64_t *n)
-{
-    const double magic = 6755399441055744.0;
-    double y = x + magic;
-    uint64_t by, bm;
-    memcpy(&by, &y, sizeof by);
-    memcpy(&bm, &magic, sizeof bm);
-    *n = (int64_t)(by - bm);
-    return y - magic;
-}
-
-/* A positive normal float as s = |v| * 10^j in [1e8, 1e9) (in units of 10^u_exp where j is 0:
- * large integers), reduced to integers: i = s rounded to the nearest (ties to even), whether
- * f = s - i is positive or zero, and the integers lo..hi that read back to v. */
+/* k and h for every biased exponent e: one load, where computing them is a chain of two
+ * multiplications before the product can start. */
 typedef struct {
-    int64_t i, lo, hi;
-    unsigned f_pos, f_zero;
-    int lead9; /* power of ten of i's first digit, when i < 10^9 */
+    int8_t k;
+    uint8_t h;
+} f32_exp;
+
+#define F32_Q(e) ((e) ? (e) - 150 : -149)
+#define F32_EXP(e) {F32_K(F32_Q(e)), F32_H(F32_Q(e), F32_K(F32_Q(e)))}
+#define F32_EXP4(e) F32_EXP(e), F32_EXP((e) + 1), F32_EXP((e) + 2), F32_EXP((e) + 3)
+#define F32_EXP16(e) F32_EXP4(e), F32_EXP4((e) + 4), F32_EXP4((e) + 8), F32_EXP4((e) + 12)
+#define F32_EXP64(e) F32_EXP16(e), F32_EXP16((e) + 16), F32_EXP16((e) + 32), F32_EXP16((e) + 48)
+static const f32_exp f32_exps[256] = {F32_EXP64(0), F32_EXP64(64), F32_EXP64(128), F32_EXP64(192)};
+
+/* g * 2^n for 0 < n < 64. */
+static unsigned __int128 shifted(uint64_t g, int n)
+{
+    return (unsigned __int128)(g >> (64 - n)) << 64 | g << n;
+}
+
+/* |v| = c * 2^q scaled by 10^-k to s, and the ends of its rounding interval, as fixed-point
+ * numbers with 33 bits after the point; k is chosen so that the interval is 1 to 10 units wide:
+ * it holds an integer, and at most one multiple of 10. */
+typedef struct {
+    uint64_t xs, xl, xr;
 } f32_scaled;
 
-/* The integer on the inside of an interval end b: the largest <= b for the upper end (the
- * smallest >= -b for the lower end, which callers pass negated). An end exactly on an integer
- * (only known when tol is 0: all exact) is included when the mantissa is even: strtof rounds
- * that tie to even, and so does (float) of the exact midpoint strtod returns for it. Sets
- * *unsure for an end within tol of an integer, or an integer inside but nearer the end than a
- * double's half ulp (< 1.2e-7 at s < 1e9): strtod may read it as the midpoint, which (float) may
- * round away from v. */
-static int64_t inside_end(double b, double tol, double excluded, unsigned *unsure)
+/* The high 64 bits of g * (4c << h) are s, never below it, above by under 2^-35 (g is rounded
+ * up, and a product exact at these bits stays exact). The ends' products differ from it by
+ * g * (2 << h), half an ulp, or (below a power of two, lower_half 1: the float below is half as
+ * near) g * (1 << h): shifts of g, so one multiplication serves all three. */
+static f32_scaled f32_scale(uint32_t c, int k, int h, int lower_half)
 {
-    int64_t t;
-    double d = b - round_small(b, &t); /* b - t, exact: 0, or at least 2^-26 in size */
-    *unsure |= fabs(d - 1e-6) < tol + 1e-6; /* -tol < d < tol + 2e-6 */
-    return t - (d < excluded); /* t is past b, or on it and excluded (excluded: 2^-60) */
+    uint64_t g = pow10_neg_g[k + 45];
+    unsigned __int128 p = (unsigned __int128)g * ((uint64_t)c << (h + 2));
+    f32_scaled sc = {(uint64_t)(p >> 64), (uint64_t)((p - shifted(g, h + 1 - lower_half)) >> 64),
+                     (uint64_t)((p + shifted(g, h + 1)) >> 64)};
+    return sc;
 }
 
-/* A float in [2^29, 2^52) is an integer V and so are its interval ends (half an ulp >= 32): all
- * in exact integer arithmetic, in units of 10^u_exp to give i 9 digits. Scaling by 10^-j in
- * doubles instead would often leave an end too near an integer to decide. */
-static void f32_scale_integer(int e2, uint32_t mant, int lower_closer, f32_scaled *sc)
+/* Schubfach's choice (in units of 10^k): the one multiple of 10 inside the interval if there is
+ * one (*use10), else s rounded to an integer, ties to even as printf rounds. The interval's ends
+ * are inside for an even c (strtof rounds a tie to even). Comparisons with the fixed-point
+ * values decide exactly as Schubfach's round-to-odd ones do (with the same proof). Selected
+ * with a mask, not ?: (which compilers may make a branch): the choice is unpredictable, and a
+ * mispredicted branch costs more than the arithmetic.
+ *
+ * *near_end: numpy reads through a double, and a decimal within half a double ulp of an odd
+ * float's interval end becomes the end itself, which (float) rounds to the even neighbour; the
+ * printf loop then goes on to a longer decimal. That half ulp is at most 80 units of 2^-33 here
+ * and the products err by under 1, so a choice within 128 of an end is left to the slow path.
+ * Only a multiple of 10 can be that near: s rounded is within 1/2 of s, and the ends are half
+ * an ulp from s, 0.5048 or more, or exactly 1/2 where s is an integer (floats in [2^23, 2^24)). */
+static uint32_t f32_choose(const f32_scaled *sc, uint32_t odd, uint32_t *use10, uint32_t *near_end)
 {
-    uint64_t v = (uint64_t)(mant | 0x800000u) << (e2 - 23), h = 1ull << (e2 - 24);
-    uint64_t odd = mant & 1, hi = v + h - odd, lo = v - (lower_closer ? h / 2 : h) + odd;
-    int u_exp = 0;
-    while (v >= pow10_u64[u_exp + 9])
-        u_exp++;
-    uint64_t u = pow10_u64[u_exp], a = v / u, b = v - a * u;
-    sc->i = (int64_t)(a + ((2 * b > u) | ((2 * b == u) & (a & 1))));
-    sc->f_pos = v > (uint64_t)sc->i * u;
-    sc->f_zero = v == (uint64_t)sc->i * u;
-    sc->hi = (int64_t)(hi / u);
-    sc->lo = (int64_t)((lo + u - 1) / u);
-    sc->lead9 = 8 + u_exp;
+    uint32_t s = (uint32_t)(sc->xs >> 33), sp10 = s / 10 * 10, tp10 = sp10 + 10;
+    /* how far inside the interval sp10 and tp10 are, in units of 2^-33 (negative: outside) */
+    uint64_t in_low = ((uint64_t)sp10 << 33) - sc->xl, in_high = sc->xr - ((uint64_t)tp10 << 33);
+    uint32_t upin = (int64_t)in_low >= (int64_t)odd, wpin = (int64_t)in_high >= (int64_t)odd;
+    /* the smaller less 1, unsigned: one outside (or on its end) counts as far */
+    uint64_t gap = in_low - 1 < in_high - 1 ? in_low - 1 : in_high - 1;
+    *near_end = odd & (gap < 127);
+    /* + 1/2, less an ulp unless s is odd: a tie (exactly s + 1/2) goes to the even neighbour */
+    uint32_t nearest = (uint32_t)((sc->xs + 0xFFFFFFFF + (s & 1)) >> 33);
+    uint32_t d10 = tp10 - 10 * upin, mask = 0 - (upin ^ wpin);
+    *use10 = upin ^ wpin;
+    return nearest ^ ((nearest ^ d10) & mask);
 }
 
-/* Fills sc for the float of these fields; 0 when undecided. j = 8 - k puts s in [1e8, 1e9).
- * For j in [0, 11] every step is exact: with |v| = m * 2^(e2 - 23), s = m * 5^j * 2^(e2 - 23 + j)
- * and its ends (2m +- 1) * 5^j * 2^(e2 - 24 + j) (the lower one (4m - 1) * 5^j * 2^(e2 - 25 + j)
- * below a power of two) have under 53 significant bits (5^11 < 2^27), so tol is 0 and ties and
- * ends met exactly, common for floats of few significant bits, are decided. Otherwise correctly rounded operations by
- * exact powers of ten (up to 3, beyond 10^+-22) give s and its ends within 3e-7: tol = 1e-5
- * covers that, and f within tol of 0 or 1/2 (a tie at some digit count) is undecided. */
-static int f32_scale(float v, uint32_t exp_field, uint32_t mant, f32_scaled *sc)
+/* Below a power of two the interval is lopsided, and Schubfach's choice d may not be what the
+ * printf loop takes: s rounded may lie beyond the narrow lower end, or the one multiple of 10
+ * inside may be on the wide side while the nearest is on the narrow side, outside. The loop
+ * then goes on to a longer decimal. Whether d is inside and the nearest of its length: */
+static int f32_is_nearest(uint32_t d, uint32_t use10, const f32_scaled *sc)
 {
-    int e2 = (int)exp_field - 127;
-    int lower_closer = mant == 0; /* the float below a power of two is half as far */
-    if (e2 >= 29 && e2 < 52) {
-        f32_scale_integer(e2, mant, lower_closer, sc);
-        return 1;
-    }
-    double d = fabs((double)v), h = pow2(e2 - 24), s, w_hi, tol = 0;
-    int k = (e2 * 78913) >> 18; /* floor(e2 * log10(2)): 10^k <= 2^e2 <= v < 10^(k + 2) */
-    k += d >= pow10_k[k + 38];  /* now floor(log10(v)), or s's range check below fails */
-    int j = 8 - k;
-    if (j >= 0 && j <= 11) {
-        s = d * pow10_exact[j];
-        w_hi = h * pow10_exact[j];
-    } else {
-        s = scale10(d, j);
-        w_hi = scale10(h, j);
-        tol = 1e-5;
-    }
-    if (!(s >= 1e8 && s < 1e9))
-        return 0;
-    double f = s - round_small(s, &sc->i), w_lo = lower_closer ? w_hi / 2 : w_hi;
-    double excluded = pow2(-60) * (mant & 1); /* not ?:, which becomes an unpredictable branch */
-    unsigned unsure = tol > 0 && fabs(fabs(f) - 0.25) > 0.25 - tol; /* |f| near 0 or 1/2 */
-    sc->f_pos = f > 0;
-    sc->f_zero = f == 0;
-    sc->hi = inside_end(s + w_hi, tol, excluded, &unsure);
-    sc->lo = -inside_end(w_lo - s, tol, excluded, &unsure);
-    sc->lead9 = k;
-    return !unsure;
-}
-
-/* s rounded to a multiple of unit (10..1000) as printf rounds, nearest with ties to even, in
- * units, into *nd; returns whether it reads back to v. From i alone: s = i + f, |f| < 1/2, is
- * past a midpoint between multiples when i is, or i is on it and f > 0 (bias 1); an exact tie
- * needs f = 0, and then the bias is 1 when rounding down would give an odd multiple. */
-static inline unsigned f32_round(const f32_scaled *sc, uint64_t unit, uint64_t *nd, uint64_t *c)
-{
-    uint64_t i = (uint64_t)sc->i, bias = sc->f_zero ? i / unit & 1 : sc->f_pos;
-    *nd = (i + bias + unit / 2 - 1) / unit;
-    *c = *nd * unit;
-    return (uint64_t)((int64_t)*c - sc->lo) <= (uint64_t)(sc->hi - sc->lo);
+    if (!use10)
+        return sc->xl <= (uint64_t)d << 33; /* an even c: the end is inside */
+    uint32_t below = (uint32_t)(sc->xs >> 33) / 10 * 10;
+    uint64_t half = (uint64_t)(2 * below + 10) << 32; /* below + 5 */
+    int up = sc->xs > half || (sc->xs == half && (below / 10 & 1));
+    return d == below + 10 * (uint32_t)up;
 }
 
 /* Stores the 8 bytes of y at p, byte k from bits 8k: one unaligned store. */
@@ -294,106 +264,132 @@ static void store8(char *p, uint64_t y)
     memcpy(p, &y, sizeof y);
 }
 
-/* The 8 digits of hi4 * 10^4 + lo4 (each < 10^4) as ASCII, first digit in byte 0: split into
- * 2- and 1-digit lanes with multiplications by reciprocals (exact for these lane ranges) instead
- * of a digit loop. */
-static uint64_t ascii8(uint32_t hi4, uint32_t lo4)
+/* The two ASCII digits of p < 100 as a 16-bit value, the first in the low byte. */
+static uint64_t ascii2(uint32_t p)
 {
-    uint64_t y = hi4 | (uint64_t)lo4 << 32;
-    uint64_t z = (y * 10486 >> 20) & 0x0000007F0000007Full; /* lane / 100, lanes < 10^4 */
-    y = z | (y - z * 100) << 16;
-    z = (y * 103 >> 10) & 0x000F000F000F000Full; /* lane / 10, lanes < 100 */
-    y = z | (y - z * 10) << 8;
-    return y | 0x3030303030303030ull;
+    uint16_t a;
+    memcpy(&a, digit_pairs + 2 * (size_t)p, sizeof a); /* size_t: an address mode scales it */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    a = __builtin_bswap16(a);
+#endif
+    return a;
 }
 
-/* write_decimal's spelling for digits9 (in [1e8, 1e9): the n significant digits, zero-padded to
- * 9) with the first digit at 10^lead. With at most 9 digits every layout is a few fixed-size
- * stores of the first digit and the 8-byte rest (zeros that follow the digits come with them),
- * without per-digit loops or variable-length copies. Writes at most 18 bytes. */
-static size_t write_f32(char *out, int negative, uint32_t digits9, int n, int lead)
+/* The last 8 of the 9 digits of d9 as ASCII, the first in byte 0. Each pair of digits is a
+ * difference of two quotients of d9 (by 10^8, 10^6, 10^4, 10^2), all computed at once, and
+ * looked up in digit_pairs: a short dependency chain, where dividing step by step is a long
+ * one. */
+static uint64_t ascii8(uint32_t d9)
 {
-    uint32_t q = digits9 / 10000, top = q / 10000;
-    uint64_t rest = ascii8(q - top * 10000, digits9 - q * 10000);
-    char first = (char)('0' + top);
+    uint32_t q8 = d9 / 100000000, q6 = d9 / 1000000, q4 = d9 / 10000, q2 = d9 / 100;
+    return ascii2(q6 - 100 * q8) | ascii2(q4 - 100 * q6) << 16 | ascii2(q2 - 100 * q4) << 32 |
+           ascii2(d9 - 100 * q2) << 48;
+}
+
+/* The number of decimal digits of d >= 1: from its bit length, which leaves two candidates. */
+static int decimal_length(uint32_t d)
+{
+    int t = (32 - __builtin_clz(d)) * 1233 >> 12; /* 1233 / 4096 ~ log10 2 */
+    return t + (d >= pow10_u32[t]);
+}
+
+/* write_decimal's spelling for digits9 (in [1e8, 1e9): the significant digits, zero-padded to 9)
+ * with the first digit at 10^lead. The digits that count end at the last nonzero byte (trailing
+ * zeros, counted at once instead of dividing by 10 until a remainder). With at most 9 digits
+ * every layout is a few fixed-size stores of the first digit and the 8-byte rest (zeros that
+ * follow the digits come with them), without per-digit loops or variable-length copies. Writes
+ * at most 18 bytes. Inlined: a call would cost a good part of what it does. */
+__attribute__((always_inline)) static inline size_t write_f32(char *out, int negative,
+                                                              uint32_t digits9, int lead)
+{
+    uint64_t rest = ascii8(digits9), lanes = rest ^ 0x3030303030303030ull; /* digits 0..9 */
+    int n = 9 - (__builtin_clzll(lanes | 1) >> 3) - (lanes == 0); /* 1 when lanes is 0 */
+    char first = (char)('0' + digits9 / 100000000);
     char *o = out + negative;
-    size_t len;
+    size_t size;
     out[0] = '-';
-    if (lead >= -5 && lead < 16) {
-        if (lead < 0) { /* 0.000ddd */
-            store8(o, 0x3030303030302E30ull); /* "0.000000" */
-            o[1 - lead] = first;
-            store8(o + 2 - lead, rest);
-            len = (size_t)(n + 1 - lead);
-        } else if (lead + 1 >= n) { /* integer: digits then zeros */
+    if (lead >= -5 && lead <= 0) { /* 0.000ddd, or d.ddd: one layout, no branch between them */
+        int z = -lead;
+        store8(o, 0x3030303030302E30ull); /* "0.000000" */
+        o[z + (z != 0)] = first;
+        store8(o + 2 + z, rest);
+        size = (size_t)(n + 1 + z - ((z == 0) & (lanes == 0))); /* a lone digit: no point */
+    } else if (lead > 0 && lead < 16) {
+        if (lead + 1 >= n) { /* integer: digits then zeros */
             o[0] = first;
             store8(o + 1, rest);
             store8(o + 9, 0x3030303030303030ull);
-            len = (size_t)lead + 1;
+            size = (size_t)lead + 1;
         } else { /* point after the digit at lead (< 8) */
             o[0] = first;
             store8(o + 1, rest);
             store8(o + lead + 2, rest >> 8 * lead);
             o[lead + 1] = '.';
-            len = (size_t)n + 1;
+            size = (size_t)n + 1;
         }
     } else {
         o[0] = first;
         o[1] = '.';
         store8(o + 2, rest);
-        len = n > 1 ? (size_t)n + 1 : 1;
-        o[len++] = 'e';
+        size = n > 1 ? (size_t)n + 1 : 1;
+        o[size++] = 'e';
         if (lead < 0) {
-            o[len++] = '-';
+            o[size++] = '-';
             lead = -lead;
         }
         if (lead >= 10)
-            o[len++] = (char)('0' + lead / 10);
-        o[len++] = (char)('0' + lead % 10);
+            o[size++] = (char)('0' + lead / 10);
+        o[size++] = (char)('0' + lead % 10);
     }
-    o[len] = '\0';
-    return len + (size_t)negative;
+    o[size] = '\0';
+    return size + (size_t)negative;
 }
 
-/* The fast path for normal floats; returns 0 when it cannot decide (the caller falls back). It
- * gives what the printf loop of fmt_f32_slow gives: for p = 6..9, s rounded to p digits, the
- * first that reads back. All four are computed, without branches: which one is first is
- * unpredictable, and a mispredicted branch costs more than the arithmetic. Starting at 6 digits
- * loses nothing: a shorter decimal that reads back is within half a float ulp (< 6e-8 relative)
- * of v, closer than half a 6-digit unit, so it is the nearest 6-digit decimal with zeros
- * appended. (Not so for subnormals, whose ulp is larger: they take the slow path.) */
-static size_t fmt_f32_fast(char *out, float v)
+/* Every finite float but zero and the smallest subnormals (< 100 units: s must have a digit
+ * besides the one Schubfach's multiple of 10 drops); 0 when it cannot tell (the slow path
+ * decides). fmt_f32_fast's plan, for the floats it leaves: subnormals, powers of two, and those
+ * whose decimal may have a digit more than s (9.9999996 rounds to 10.00000). */
+__attribute__((noinline)) static size_t fmt_f32_general(char *out, uint32_t bits)
+{
+    uint32_t magnitude = bits & 0x7FFFFFFF, exp_field = magnitude >> 23, mant = bits & 0x7FFFFF;
+    if (magnitude - 100 >= 0x7F800000u - 100) /* zero, the smallest subnormals, inf, nan */
+        return 0;
+    uint32_t c = exp_field ? mant | 0x800000 : mant, odd = c & 1, use10;
+    int q = exp_field ? (int)exp_field - 150 : -149, irregular = mant == 0 && exp_field > 1;
+    int k = FLOOR_LOG10_POW2(q, irregular);
+    f32_scaled sc = f32_scale(c, k, F32_H(q, k), irregular);
+    uint32_t near_end, d = f32_choose(&sc, odd, &use10, &near_end);
+    if (irregular ? !f32_is_nearest(d, use10, &sc) : near_end)
+        return 0;
+    int len = decimal_length(d);
+    return write_f32(out, (int)(bits >> 31), d * pow10_u32[9 - len], k + len - 1);
+}
+
+/* The fast path, for normal floats but powers of two; 0 when it cannot tell. The printf loop's
+ * first correctly rounded decimal that reads back is Schubfach's choice: if a decimal of some
+ * length lies inside an interval centred on v, so does the nearest of that length. Flattened:
+ * the helpers it shares with fmt_f32_general would otherwise be called, not inlined, and the
+ * calls (with f32_scaled passed through memory) cost a good part of the work. */
+__attribute__((flatten)) static size_t fmt_f32_fast(char *out, float v)
 {
     uint32_t bits;
     memcpy(&bits, &v, sizeof bits);
-    uint32_t exp_field = bits >> 23 & 0xFF;
-    f32_scaled sc;
-#if FLT_EVAL_METHOD != 0
-    return 0; /* round_small needs every double operation rounded to double (not x87) */
-#endif
-    /* Not 0 (zero, subnormals), 0xFF (inf, nan), nor 1: the smallest normal binade, whose lower
-     * neighbour is as far as its upper one even below a power of two. */
-    if (exp_field - 2 >= 0xFD || !f32_scale(v, exp_field, bits & 0x7FFFFF, &sc))
+    uint32_t exp_field = bits >> 23 & 0xFF, mant = bits & 0x7FFFFF, odd = bits & 1, use10;
+    if (exp_field - 1 >= 0xFE || mant == 0)
+        return fmt_f32_general(out, bits);
+    f32_exp e = f32_exps[exp_field];
+    f32_scaled sc = f32_scale(mant | 0x800000, e.k, e.h, 0);
+    uint32_t near_end, d = f32_choose(&sc, odd, &use10, &near_end), s = (uint32_t)(sc.xs >> 33);
+    if (near_end)
         return 0;
-    uint64_t nd[4], c[4]; /* [p - 6]: s rounded to p digits, in units of 10^(9 - p) and of 1 */
-    unsigned fits = f32_round(&sc, 1000, &nd[0], &c[0]) | f32_round(&sc, 100, &nd[1], &c[1]) << 1 |
-                    f32_round(&sc, 10, &nd[2], &c[2]) << 2;
-    nd[3] = c[3] = (uint64_t)sc.i; /* 9 digits: i itself, a tie settled by round_small as printf */
-    fits |= ((uint64_t)(sc.i - sc.lo) <= (uint64_t)(sc.hi - sc.lo)) << 3;
-    if (!fits)
-        return 0;
-    /* The first that fits, by an indexed load: a branch on it would often be mispredicted. */
-    int t = __builtin_ctz(fits), lead = sc.lead9, n = t + 6;
-    uint32_t digits9 = (uint32_t)c[t];
-    if (digits9 == 1000000000u) { /* 9.9999996 rounds to 10.00000, a digit more */
-        digits9 = 100000000u;
-        lead++;
-        n = 1;
-    } else {
-        for (uint64_t x = nd[t]; x % 10 == 0; x /= 10)
-            n--;
-    }
-    return write_f32(out, (int)(bits >> 31), digits9, n, lead);
+    /* s is in [2^23, 10 * 2^24): 7 to 9 digits, counted by two comparisons, and the layout (where
+     * the point goes) follows from s, long before d is known: a mispredicted branch on it then
+     * costs little, where one that waits for d discards all the work done since. d has as many
+     * digits unless it rounds up to the next power of ten, which only an s within 10 of it can. */
+    int len = 7 + (s >= 10000000) + (s >= 100000000);
+    if (s + 10 >= pow10_u32[len])
+        return fmt_f32_general(out, bits);
+    return write_f32(out, (int)(bits >> 31), d * pow10_u32[9 - len], e.k + len - 1);
 }
 
 /* printf writes "1e+38" and "1e-07"; the fast path writes "1e38" and "1e-7". Same values, but
@@ -442,7 +438,7 @@ __attribute__((noinline)) static size_t fmt_f32_slow(char *out, float v)
 
 size_t cr_fmt_f32(char *out, float v)
 {
-    size_t n = fmt_f32_fast(out, v); /* first: it declines zero, subnormals and non-finite */
+    size_t n = fmt_f32_fast(out, v); /* first: it declines zero and non-finite values */
     if (n)
         return n;
     if (!isfinite(v))
@@ -455,6 +451,12 @@ size_t cr_fmt_f32(char *out, float v)
 }
 
 #if LDBL_MANT_DIG == 64
+/* Exact in a double up to 1e22. */
+static const double pow10_exact[23] = {
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+
 /* x87 extended precision: 64-bit significand, so powers of ten are exact up to 1e27 and one
  * operation on them is correctly rounded to 64 bits, 11 more than a double has. */
 static const long double pow10_ld[28] = {

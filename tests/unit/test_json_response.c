@@ -147,6 +147,29 @@ static void test_f32_shortest(void)
         CHECK_MSG(strcmp(b, spelled[i].text) == 0, "f32 %a -> %s, want %s", (double)spelled[i].v, b,
                   spelled[i].text);
     }
+
+    /* Where the printf loop's answer is not the shortest decimal in the float's interval (the
+     * fast path's Schubfach choice), or where that choice needs its out-of-line path. */
+    static const struct { float v; const char *text; } special[] = {
+        /* numpy's double read takes 7.038531e-26 to the neighbouring float */
+        {0x1.5c87fap-84f, "7.0385307e-26"},
+        /* powers of two: the shortest decimal inside may be on the wide side and not the
+         * nearest of its length (the first three), which printf's rounding passes over */
+        {0x1p90f, "1.23794004e27"}, {0x1p87f, "1.54742505e26"}, {0x1p-96f, "1.26217745e-29"},
+        {0x1p64f, "1.8446744e19"}, {-0x1p-1f, "-0.5"},
+        /* just below a power of ten: the decimal may round up to it, a digit longer */
+        {0x1.2a05f2p+33f, "10000000000"}, {0x1.fffffep-1f, "0.99999994"},
+        /* the smallest subnormal computed, and the largest left to printf */
+        {0x1.9p-143f, "1.4e-43"}, {0x1.8cp-143f, "1.39e-43"},
+        /* d.ddd and 0.0000ddd share a layout, down to 10^-5; a lone digit has no point */
+        {5.0f, "5"}, {-1.5f, "-1.5"}, {0x1.4f8b58p-17f, "0.00001"}, {0x1.0c6f7ap-20f, "1e-6"},
+    };
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
+        char b[CR_NUMFMT_MAX];
+        cr_fmt_f32(b, special[i].v);
+        CHECK_MSG(strcmp(b, special[i].text) == 0, "f32 %a -> %s, want %s", (double)special[i].v, b,
+                  special[i].text);
+    }
 }
 
 static void test_numfmt(void)
