@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tests/unit/check.h"
+#include "server/codec/copy_streaming.h"
 #include "server/codec/npy.h"
 
 /* A whole header of the given version around dict (padded like numpy: 64-byte aligned). */
@@ -147,11 +148,32 @@ static void test_writer(void)
     CHECK(cr_npy_write_header(small, sizeof small, CR_DT_F32, 1, &s) == 0);
 }
 
+/* The streaming copy (binary uploads into pinned staging) at every alignment of either side
+ * and lengths around its 16-byte head and 64-byte body: each byte lands, none beyond. */
+static void test_copy_streaming(void)
+{
+    static unsigned char src[512], dst[512 + 64];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (unsigned char)(i * 7 + 1);
+    int bad = 0;
+    for (size_t so = 0; so < 16; so++)
+        for (size_t d_off = 0; d_off < 16; d_off++)
+            for (size_t n = 0; n + so <= 300; n += n < 140 ? 1 : 37) {
+                memset(dst, 0xEE, sizeof dst);
+                cr_copy_streaming(dst + d_off, src + so, n);
+                bad += memcmp(dst + d_off, src + so, n) != 0;
+                for (size_t i = 0; i < sizeof dst; i++)
+                    bad += (i < d_off || i >= d_off + n) && dst[i] != 0xEE;
+            }
+    CHECK_MSG(bad == 0, "streaming copy: %d wrong copies or bytes written outside", bad);
+}
+
 int main(void)
 {
     test_good();
     test_bad();
     test_preamble();
     test_writer();
+    test_copy_streaming();
     return check_summary("test_npy");
 }
