@@ -8,9 +8,10 @@ pytestmark = pytest.mark.skipif(BACKEND != "cuda", reason="device memory exists 
 
 
 def test_job_larger_than_device_memory_is_507_and_next_job_runs(start_daemon):
-    # AᵀA of a 1 x 150000 row: a tiny body, a 90 GB result (over an 80 GB H100)
-    d = start_daemon("--max-elements", "100000000000", "--max-body-mb", "1048576")
-    n = 150000
+    # AᵀA of a 1 x 400000 row: a 2 MB body, a 640 GB result, more than any one GPU holds (a
+    # 90 GB result, over an 80 GB H100, fitted an H200's 139 GB: it ran, and its answer timed out)
+    d = start_daemon("--max-elements", "1000000000000", "--max-body-mb", "1048576")
+    n = 400000
     r = d.post("/v1/ata", {"a": {"rows": 1, "cols": n, "data": [1.0] * n}})
     assert r.status_code == 507, r.text
     assert r.json()["error"]["code"] == "device_memory"
