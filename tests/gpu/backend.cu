@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/hist_bin.cuh"
+#include "kernels/cuda/pinned_pool.h"
 #include "kernels/registry.h"
 
 static int passed, failed;
@@ -644,6 +645,69 @@ static bool pinned_host(const void *p)
  * object): host_register locks it in place, any address inside then counts as pinned (what
  * cuda_run.cu's is_pinned asks), a GEMM reads its inputs from it and writes its result into it,
  * and host_unregister unlocks it before it is unmapped. */
+/* The pinned block cache: blocks reused by size (never one more than twice the need), found
+ * again by pointer after others came and went (its hash's deletions), its usage counters back
+ * where they started, and eviction past the cap (2 GiB) leaving the rest findable. */
+static void test_pinned_pool(void)
+{
+    const size_t MiB = 1 << 20;
+    uint64_t use0, cache0, use, cache;
+    cr_pinned_release_all(); /* what earlier tests cached would be picked first */
+    cr_pinned_usage(&use0, &cache0);
+    expect(cache0 == 0, "pinned pool: empty after release_all");
+    char *one = (char *)cr_pinned_alloc(1);
+    expect(one != NULL, "pinned pool: 1 byte gives a block");
+    memset(one, 1, MiB); /* rounded up to 1 MiB, all of it writable */
+    cr_pinned_free(one);
+    expect(cr_pinned_alloc(MiB) == one, "pinned pool: a freed 1 MiB block is reused for 1 MiB");
+    char *three = (char *)cr_pinned_alloc(3 * MiB - 5);
+    cr_pinned_free(three);
+    char *other = (char *)cr_pinned_alloc(MiB);
+    expect(other != three && other != one, "pinned pool: 1 MiB does not take a cached 3 MiB block");
+    expect(cr_pinned_alloc(2 * MiB) == three, "pinned pool: 2 MiB takes the cached 3 MiB block");
+    cr_pinned_free(three);
+    cr_pinned_free(other);
+    cr_pinned_free(one);
+    cr_pinned_free((void *)&use0); /* not the pool's: ignored */
+
+    std::vector<char *> held;
+    for (int i = 0; i < 150; i++)
+        held.push_back((char *)cr_pinned_alloc((size_t)(1 + i % 5) * MiB));
+    bool all = true;
+    for (size_t i = 0; i < held.size(); i++)
+        all = all && held[i] != NULL;
+    expect(all, "pinned pool: 150 blocks of 1-5 MiB");
+    cr_pinned_usage(&use, &cache);
+    expect(use >= use0 + 450 * MiB, "pinned pool: in use counts the held blocks");
+    for (size_t i = 0; i < held.size(); i += 2) /* every other one back, then the rest */
+        cr_pinned_free(held[i]);
+    for (size_t i = 1; i < held.size(); i += 2)
+        cr_pinned_free(held[i]);
+    cr_pinned_usage(&use, &cache);
+    expect(use == use0, "pinned pool: in use back to where it started");
+    for (size_t i = 0; i < held.size(); i++) /* all from the cache now: nothing new pinned */
+        held[i] = (char *)cr_pinned_alloc((size_t)(1 + i % 5) * MiB);
+    uint64_t cache_after;
+    cr_pinned_usage(&use, &cache_after);
+    expect(use - use0 == cache - cache_after, "pinned pool: the same sizes come back from the cache");
+    for (char *p : held)
+        cr_pinned_free(p);
+
+    std::vector<char *> big;
+    for (int i = 0; i < 9; i++)
+        big.push_back((char *)cr_pinned_alloc(300 * MiB));
+    for (char *p : big)
+        cr_pinned_free(p);
+    cr_pinned_usage(&use, &cache);
+    expect(cache <= 2048 * MiB && use == use0, "pinned pool: eviction keeps the cache under its cap");
+    char *again = (char *)cr_pinned_alloc(MiB);
+    expect(again != NULL, "pinned pool: serves after eviction");
+    again[MiB - 1] = 1;
+    cr_pinned_free(again);
+    cr_pinned_usage(&use, &cache);
+    expect(use == use0, "pinned pool: in use back to where it started after eviction");
+}
+
 static void test_host_register(void)
 {
     const int64_t m = 300, n = 200, kk = 150;
@@ -854,6 +918,7 @@ int main(void)
     test_batches_hist(CR_DT_F32);
     test_batches_hist(CR_DT_F64);
     test_host_register();
+    test_pinned_pool();
     test_device_tensors_gemm();
     test_device_tensors_ata_hist();
     test_device_tensors_refused();
