@@ -136,6 +136,67 @@ static void histograms(size_t bytes, unsigned char *data, unsigned long long *co
     }
 }
 
+/* Every dtype's data as the daemon's histograms take it: the byte values 0..255 widened (or
+ * reinterpreted, for int8: -128..127), so each type fills the same 256 bins [0, 256) (int8 only
+ * the upper half). */
+template <typename T>
+__global__ void widen_bytes(const unsigned char *src, T *dst, size_t count)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = (T)src[i];
+}
+
+static void widen(cr_dtype dt, const unsigned char *src, void *dst, size_t count)
+{
+    switch (dt) {
+    case CR_DT_I8: widen_bytes<<<4096, 256>>>(src, (signed char *)dst, count); break;
+    case CR_DT_U16: widen_bytes<<<4096, 256>>>(src, (unsigned short *)dst, count); break;
+    case CR_DT_I16: widen_bytes<<<4096, 256>>>(src, (short *)dst, count); break;
+    case CR_DT_U32: widen_bytes<<<4096, 256>>>(src, (unsigned *)dst, count); break;
+    case CR_DT_I32: widen_bytes<<<4096, 256>>>(src, (int *)dst, count); break;
+    case CR_DT_U64: widen_bytes<<<4096, 256>>>(src, (unsigned long long *)dst, count); break;
+    case CR_DT_I64: widen_bytes<<<4096, 256>>>(src, (long long *)dst, count); break;
+    case CR_DT_F32: widen_bytes<<<4096, 256>>>(src, (float *)dst, count); break;
+    case CR_DT_F64: widen_bytes<<<4096, 256>>>(src, (double *)dst, count); break;
+    default: DIE_IF(true, "no widening to %s", cr_dtype_name(dt));
+    }
+    CK(cudaGetLastError());
+}
+
+/* 256 MiB of each dtype the histograms take, 256 bins: GB/s of input and the ratio to CUB
+ * (HistogramEven on the same dtype), for the kernels that can keep up (global atomics cannot). */
+static void hist_dtypes(unsigned char *bytes_src)
+{
+    const size_t bytes = (size_t)256 << 20;
+    const cr_dtype dts[] = {CR_DT_U8, CR_DT_I8, CR_DT_U16, CR_DT_I16, CR_DT_U32, CR_DT_I32,
+                            CR_DT_U64, CR_DT_I64, CR_DT_F32, CR_DT_F64};
+    void *data, *temp;
+    unsigned long long *counts;
+    CK(cudaMalloc(&data, bytes));
+    CK(cudaMalloc(&counts, 256 * 8));
+    for (cr_dtype dt : dts) {
+        size_t count = bytes / cr_dtype_size(dt), temp_bytes = 0;
+        if (dt == CR_DT_U8)
+            CK(cudaMemcpy(data, bytes_src, bytes, cudaMemcpyDeviceToDevice));
+        else
+            widen(dt, bytes_src, data, count);
+        cr_hist_dev h = {(int64_t)count, data, 256, 0.0, 256.0, counts};
+        CK(cr_cuda_hist_cub(&h, dt, NULL, &temp_bytes, 0));
+        CK(cudaMalloc(&temp, temp_bytes));
+        double gb = bytes / 1e9;
+        double cub = time_ms([&] { size_t tb = temp_bytes; CK(cr_cuda_hist_cub(&h, dt, temp, &tb, 0)); }, 20);
+        double vec = time_ms([&] { CK(cr_cuda_hist_smem_vec(&h, dt, 0)); }, 20);
+        double smem = time_ms([&] { CK(cr_cuda_hist_smem(&h, dt, 0)); }, 10);
+        const char *name = cr_dtype_name(dt);
+        row("hist_dtypes", "cub", name, 0, 0, bytes, cub, gb / cub * 1e3, "GB/s", 1.0);
+        row("hist_dtypes", "smem-vec", name, 0, 0, bytes, vec, gb / vec * 1e3, "GB/s", cub / vec);
+        row("hist_dtypes", "smem", name, 0, 0, bytes, smem, gb / smem * 1e3, "GB/s", cub / smem);
+        CK(cudaFree(temp));
+    }
+    CK(cudaFree(data));
+    CK(cudaFree(counts));
+}
+
 static void hist_sweep(void)
 {
     size_t max_bytes = (size_t)1 << 30;
@@ -153,6 +214,7 @@ static void hist_sweep(void)
     for (size_t mib = 1; mib <= 1024; mib *= 2)
         if (mib == 1 || mib == 4 || mib == 16 || mib == 64 || mib >= 256)
             histograms(mib << 20, data, counts, temp, temp_bytes, copy_dst);
+    hist_dtypes(data);
     CK(cudaFree(data));
     CK(cudaFree(copy_dst));
     CK(cudaFree(counts));

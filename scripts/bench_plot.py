@@ -134,8 +134,10 @@ def plot(rows, devices, outdir):
         print("matplotlib not installed: no plots (run scripts/bench_plot.py on the CSVs elsewhere)")
         return
     for sweep in sorted({r[0] for r in rows}):
-        fig, ax = plt.subplots(figsize=(10, 5))
         sel = [r for r in rows if r[0] == sweep]
+        if len({r[3] for r in sel}) == 1:
+            continue  # one size (hist_dtypes): a table in summary.md, not a chart of points
+        fig, ax = plt.subplots(figsize=(10, 5))
         for kernel, dtype in sorted({(r[1], r[2]) for r in sel}):
             pts = sorted((r[3], r[4]) for r in sel if r[1] == kernel and r[2] == dtype)
             ref = kernel.startswith(REFERENCES)
@@ -223,6 +225,25 @@ def fraction_lines(rows, devices):
     return lines + [""]
 
 
+def dtype_lines(rows):
+    """The histogram kernels on each input dtype (hist_dtypes: 256 MiB, 256 bins)."""
+    sel = [r for r in rows if r[0] == "hist_dtypes"]
+    if not sel:
+        return []
+    kernels = sorted({r[1] for r in sel}, key=lambda k: (k != "cub", k))
+    lines = ["", "## Histograms by input dtype, 256 MiB, 256 bins (GB/s of input; × CUB HistogramEven)", "",
+             "| dtype | " + " | ".join(kernels) + " |", "| --- |" + " --- |" * len(kernels)]
+    for dtype in dict.fromkeys(r[2] for r in sel):  # the benchmark's order
+        cub = next((r for r in sel if r[2] == dtype and r[1] == "cub"), None)
+        cells = []
+        for k in kernels:
+            r = next((r for r in sel if r[2] == dtype and r[1] == k), None)
+            ratio = f" ({cub[6] / r[6]:.2f}×)" if r and cub and k != "cub" else ""
+            cells.append(f"{fmt(r and r[4], 0)}{ratio}")
+        lines.append(f"| {dtype} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def summary(rows, devices, outdir):
     lines = ["# Kernel benchmark summary", "",
              "Our numbers are medians from this run's CSV files; the published ones come from the seed "
@@ -262,6 +283,7 @@ def summary(rows, devices, outdir):
         lines.append(f"| {name} | | {fmt(r and r[6], 4)} ({fmt(r and r[4], 0)} GB/s) |")
     c = find(rows, "hist_u8", "d2d-copy", mib512)
     lines.append(f"| device-to-device copy (read + write) | | {fmt(c and c[6], 4)} ({fmt(c and c[4], 0)} GB/s) |")
+    lines += dtype_lines(rows)
     path = os.path.join(outdir, "summary.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
