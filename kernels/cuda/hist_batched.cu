@@ -20,7 +20,7 @@ template <typename T> __global__ void hist_batched_kernel(const cr_hist_job *job
 {
     extern __shared__ unsigned sh_bins[];
     const cr_hist_job j = jobs[blockIdx.y];
-    const cr_hist_params p = {j.lo, j.hi, j.span, j.step, j.bins};
+    const cr_hist_params p = {j.lo, j.hi, j.span, j.step, j.bins, (double)j.bins / j.span};
     for (int b = threadIdx.x; b < bins; b += blockDim.x)
         sh_bins[b] = 0;
     __syncthreads();

@@ -230,7 +230,7 @@ static void test_hist_bytes(void)
     {
         int64_t len = 100003;
         std::vector<unsigned char> data(len);
-        cr_hist_params p = {10, 200, 190, 19, 10};
+        cr_hist_params p = {10, 200, 190, 19, 10, 10.0 / 190};
         std::vector<uint64_t> want(10, 0);
         for (auto &x : data) {
             x = (unsigned char)(rnd() >> 56);
@@ -347,7 +347,7 @@ static void test_hist_numpy_answers(void)
     std::vector<uint64_t> w1 = {2, 1, 2, 0, 1, 2, 1, 0, 1, 2};
     check_hist("numpy [0,1] 10 bins", d1, 8, 17, 0, CR_DT_F64, 10, 0.0, 1.0, w1);
     double d2[8];
-    cr_hist_params p2 = {0.1, 0.7, 0.7 - 0.1, (0.7 - 0.1) / 7, 7};
+    cr_hist_params p2 = {0.1, 0.7, 0.7 - 0.1, (0.7 - 0.1) / 7, 7, 7 / (0.7 - 0.1)};
     for (int i = 0; i <= 7; i++) /* np.linspace(0.1, 0.7, 8) */
         d2[i] = cr_hist_edge(p2, i);
     std::vector<uint64_t> w2 = {1, 1, 1, 1, 1, 1, 2};
