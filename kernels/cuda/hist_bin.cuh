@@ -4,7 +4,9 @@
 #define CRUNCHD_HIST_BIN_CUH
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
+#include <type_traits>
 
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/hist_range.h"
@@ -87,6 +89,40 @@ struct cr_numpy_binner {
     }
 };
 
+/* Integers of up to 32 bits over integer edges a power of two apart (the common "count each
+ * value" histograms: 256 bins over [0, 256], 64 over [-128, 128]): the edges are exact, so
+ * numpy's bin is the offset shifted down, with no float64 on the way. */
+struct cr_int_binner {
+    long long lo;
+    unsigned long long span;
+    int shift, bins;
+    template <typename T> __device__ __forceinline__ int operator()(T v) const
+    {
+        long long d = (long long)v - lo;
+        if (d < 0 || (unsigned long long)d > span)
+            return -1;
+        int b = (int)(d >> shift);
+        return b < bins ? b : bins - 1; /* hi itself is in the last bin */
+    }
+};
+
+/* Whether p's bins suit cr_int_binner for data of dt, and it filled. */
+static inline bool cr_hist_int_binner(cr_dtype dt, const cr_hist_params &p, cr_int_binner *out)
+{
+    bool narrow_int = dt == CR_DT_U8 || dt == CR_DT_I8 || dt == CR_DT_U16 || dt == CR_DT_I16 ||
+                      dt == CR_DT_U32 || dt == CR_DT_I32;
+    const double limit = 4294967296.0; /* lo, hi and span well inside int64 */
+    if (!narrow_int || !(fabs(p.lo) <= limit && fabs(p.hi) <= limit) || p.lo != floor(p.lo) || p.hi != floor(p.hi))
+        return false;
+    unsigned long long span = (unsigned long long)(p.hi - p.lo);
+    for (int shift = 0; shift < 33; shift++)
+        if (((unsigned long long)p.bins << shift) == span) {
+            *out = cr_int_binner{(long long)p.lo, span, shift, p.bins};
+            return true;
+        }
+    return false;
+}
+
 /* f(T{}) for the element type T of dt, the one place a histogram dtype becomes a C++ type:
  * every kernel takes every dtype the CPU backend takes (floats, and integers of 8 to 64 bits
  * binned as float64, as numpy bins them). cudaErrorNotSupported for anything else. */
@@ -143,8 +179,17 @@ static cudaError_t cr_hist_dispatch(const cr_hist_dev *h, cr_dtype dt, cudaStrea
     if (e != cudaSuccess)
         return e == cudaErrorNotReady ? cudaSuccess : e;
     cr_numpy_binner np = {p};
+    cr_int_binner ib;
     if (cr_hist_is_byte_identity(h, dt))
         return Launch::bytes(h, s);
+    if (cr_hist_int_binner(dt, p, &ib))
+        return cr_hist_by_dtype(dt, [&](auto v) {
+            using T = decltype(v);
+            if constexpr (std::is_integral<T>::value && sizeof(T) <= 4)
+                return Launch::template run<T>(h, ib, s);
+            else
+                return cudaErrorNotSupported; /* cr_hist_int_binner took none of these */
+        });
     return cr_hist_by_dtype(dt, [&](auto v) { return Launch::template run<decltype(v)>(h, np, s); });
 }
 

@@ -304,7 +304,7 @@ static void test_hist_floats_of(cr_dtype dt)
  * integer edge, the type's extremes (where 64-bit values round on the way to double), and
  * random ones across and beyond the range, at odd lengths and misaligned starts. */
 template <typename T>
-static void test_hist_ints_of(cr_dtype dt, const char *name, double lo, double hi)
+static void test_hist_ints_of(cr_dtype dt, const char *name, double lo, double hi, int pow2_width = 0)
 {
     static const int64_t lengths[] = {1, 15, 16, 17, 100003, 1000003};
     static const int bin_counts[] = {1, 7, 13, 300, 5000};
@@ -312,6 +312,9 @@ static void test_hist_ints_of(cr_dtype dt, const char *name, double lo, double h
     for (int64_t len : lengths)
         for (int bins : bin_counts)
             for (size_t off_elems : {0, 1}) {
+                /* pow2_width: hi from the bins, edges that far apart (the kernels' integer path) */
+                if (pow2_width)
+                    hi = lo + (double)bins * pow2_width;
                 cr_hist_dev hd = {len, NULL, bins, lo, hi, NULL};
                 cr_hist_params p = {};
                 if (!cuda_ok(cr_hist_make_params(&hd, dt, &p), name))
@@ -387,6 +390,12 @@ int main(void)
     test_hist_ints_of<int32_t>(CR_DT_I32, "i32", -2e9, 7);
     test_hist_ints_of<uint64_t>(CR_DT_U64, "u64", 1e3, 1.8e19);
     test_hist_ints_of<int64_t>(CR_DT_I64, "i64", -9.2e18, 9.2e18);
+    test_hist_ints_of<int8_t>(CR_DT_I8, "i8 integer edges", -64, 0, 1);
+    test_hist_ints_of<uint8_t>(CR_DT_U8, "u8 integer edges", 0, 0, 1);
+    test_hist_ints_of<uint16_t>(CR_DT_U16, "u16 integer edges", 100, 0, 4);
+    test_hist_ints_of<int16_t>(CR_DT_I16, "i16 integer edges", -1000, 0, 2);
+    test_hist_ints_of<uint32_t>(CR_DT_U32, "u32 integer edges", 0, 0, 1024);
+    test_hist_ints_of<int32_t>(CR_DT_I32, "i32 integer edges", -5000000, 0, 8);
     test_hist_numpy_answers();
     test_hist_invalid();
     printf("ata_hist: %d passed, %d failed\n", passed, failed);
