@@ -289,15 +289,17 @@ static void explain_start_failure(const cr_config *cfg, const struct sockaddr_st
                  mhd_last_message[0] ? mhd_last_message : "no reason given");
 }
 
-/* The options both daemons share: the same handlers, pool size and per-connection limits. */
+/* The options both daemons share: the same handlers, pool size and per-connection limits. The
+ * logger comes first: libmicrohttpd reports what goes wrong with the options after it there,
+ * and warned at every start (on stderr, past our log) while it was last. */
 #define COMMON_OPTIONS(h)                                                                         \
+    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,                                                 \
     MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(h)->deps.cfg->http_threads,                           \
     MHD_OPTION_CONNECTION_LIMIT, (unsigned)(h)->deps.cfg->max_connections,                        \
     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(h)->deps.cfg->conn_timeout_s,                       \
     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(h)->deps.cfg->conn_memory_kb << 10,              \
     MHD_OPTION_NOTIFY_COMPLETED, request_completed, (h),                                          \
-    MHD_OPTION_NOTIFY_CONNECTION, cr_read_deadlines_notify, &(h)->deadlines,                      \
-    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL
+    MHD_OPTION_NOTIFY_CONNECTION, cr_read_deadlines_notify, &(h)->deadlines
 
 /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll misses a client's FIN that
  * arrives with the last bytes of a partial body, so abandoned uploads held their socket and
@@ -323,8 +325,8 @@ static int start_tcp(cr_http *h, uint16_t *port, char *err, size_t errlen)
     mhd_last_message[0] = '\0';
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, access_handler, h,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         COMMON_OPTIONS(h),
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
         MHD_OPTION_ARRAY, h->tls.options,
         MHD_OPTION_ARRAY, reuse,
@@ -349,8 +351,8 @@ static int start_unix(cr_http *h, char *err, size_t errlen)
         return -1;
     h->unix_daemon = MHD_start_daemon(
         BASE_FLAGS, 0, NULL, NULL, access_handler, h,
-        MHD_OPTION_LISTEN_SOCKET, h->unix_sock.fd,
         COMMON_OPTIONS(h),
+        MHD_OPTION_LISTEN_SOCKET, h->unix_sock.fd,
         MHD_OPTION_END);
     if (!h->unix_daemon) {
         snprintf(err, errlen, "cannot serve on the unix socket %s", cfg->unix_socket);

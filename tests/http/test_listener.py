@@ -47,3 +47,13 @@ def test_reuse_port_shares_the_port_when_asked(start_daemon):
     assert second.port == first.port
     for d in (first, second):
         assert d.get("/healthz").status_code == 200
+
+
+def test_start_logs_no_libmicrohttpd_warning(start_daemon, tmp_path):
+    """libmicrohttpd warns once per daemon, on every start, when its logger option is not the
+    first: a warning at each start teaches operators to ignore warnings."""
+    d = start_daemon("--unix-socket", str(tmp_path / "c.sock"))
+    assert d.get("/healthz").status_code == 200
+    log = d.log_text()
+    assert "listening on" in log, log[-2000:]
+    assert "libmicrohttpd" not in log, log[-2000:]
