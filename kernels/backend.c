@@ -18,7 +18,7 @@ static const struct { const char *name; size_t size; } dtypes[CR_DT_COUNT] = {
     [CR_DT_F32] = {"float32", 4}, [CR_DT_F64] = {"float64", 8}, [CR_DT_U8] = {"uint8", 1},
     [CR_DT_I8] = {"int8", 1},     [CR_DT_U16] = {"uint16", 2},  [CR_DT_I16] = {"int16", 2},
     [CR_DT_U32] = {"uint32", 4},  [CR_DT_I32] = {"int32", 4},   [CR_DT_I64] = {"int64", 8},
-    [CR_DT_U64] = {"uint64", 8},
+    [CR_DT_U64] = {"uint64", 8},  [CR_DT_F16] = {"float16", 2}, [CR_DT_BF16] = {"bfloat16", 2},
 };
 
 const char *cr_dtype_name(cr_dtype d) { return (unsigned)d < CR_DT_COUNT ? dtypes[d].name : "?"; }

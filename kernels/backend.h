@@ -16,10 +16,11 @@ extern "C" {
 
 typedef enum { CR_OP_GEMM, CR_OP_ATA, CR_OP_HISTOGRAM, CR_OP_COUNT } cr_op;
 
-/* Element types. Matrices: F32, F64. Histogram data: any of them. */
+/* Element types. Matrices: F32, F64, F16 (IEEE binary16) and BF16 (bfloat16), both held as their
+ * 16 bits and multiplied with FP32 accumulation. Histogram data: any but F16 and BF16. */
 typedef enum {
     CR_DT_F32, CR_DT_F64, CR_DT_U8, CR_DT_I8, CR_DT_U16, CR_DT_I16,
-    CR_DT_U32, CR_DT_I32, CR_DT_I64, CR_DT_U64, CR_DT_COUNT
+    CR_DT_U32, CR_DT_I32, CR_DT_I64, CR_DT_U64, CR_DT_F16, CR_DT_BF16, CR_DT_COUNT
 } cr_dtype;
 #define CR_DT_BIT(d) (1u << (d))
 

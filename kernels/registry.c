@@ -12,14 +12,19 @@
 
 #define F32 CR_DT_BIT(CR_DT_F32)
 #define F64 CR_DT_BIT(CR_DT_F64)
-#define ALL_DT ((1u << CR_DT_COUNT) - 1u)
+#define F16 CR_DT_BIT(CR_DT_F16)
+#define BF16 CR_DT_BIT(CR_DT_BF16)
+/* Histograms take every dtype but the half-precision ones (numpy bins those in their own
+ * 16-bit arithmetic, which crunchd does not reproduce). */
+#define ALL_DT (((1u << CR_DT_COUNT) - 1u) & ~(F16 | BF16))
 #define BLAS_DIM INT_MAX /* cuBLAS and OpenBLAS take int dimensions */
 
 /* The CPU backend: OpenBLAS and plain C references (kernels/cpu/). */
 static const cr_kernel cpu_rows[] = {
-    {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64, .batchable = true,
-     .max_dim = BLAS_DIM, .summary = "OpenBLAS SGEMM/DGEMM", .cpu = cpu_gemm_openblas},
-    {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64,
+    {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64 | F16 | BF16,
+     .batchable = true, .max_dim = BLAS_DIM,
+     .summary = "OpenBLAS SGEMM/DGEMM; float16/bfloat16 widened to float32 and rounded back", .cpu = cpu_gemm_openblas},
+    {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64 | F16 | BF16,
      .reference = true, .summary = "plain C, accumulates in double",
      .cpu = cpu_gemm_reference},
     {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_ATA, .dtypes = F32 | F64, .batchable = true,

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "kernels/backend.h"
+#include "kernels/half.h"
 
 void *cr_task_output(const cr_task *t)
 {
@@ -44,6 +45,8 @@ static double element(const cr_task *t, const void *p, size_t i)
 {
     if (t->op == CR_OP_HISTOGRAM)
         return (double)((const uint64_t *)p)[i];
+    if (t->dtype == CR_DT_F16 || t->dtype == CR_DT_BF16)
+        return cr_half_to_float(t->dtype, ((const uint16_t *)p)[i]);
     return t->dtype == CR_DT_F64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
 }
 

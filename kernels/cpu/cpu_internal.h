@@ -12,6 +12,12 @@ cr_status cpu_ata_openblas(const cr_task *t, char *err, size_t errlen);
 cr_status cpu_ata_reference(const cr_task *t, char *err, size_t errlen);
 cr_status cpu_hist_reference(const cr_task *t, char *err, size_t errlen);
 
+/* A float16/bfloat16 GEMM through wide_kernel: operands widened to wide_dt (F32 or F64), the
+ * result rounded back (gemm_half.c). */
+cr_status cpu_gemm_half(const cr_task *t, cr_status (*wide_kernel)(const cr_task *, char *, size_t),
+                        cr_dtype wide_dt, char *err, size_t errlen);
+static inline bool cpu_is_half(cr_dtype dt) { return dt == CR_DT_F16 || dt == CR_DT_BF16; }
+
 /* Row primitives of the reference kernels: products of doubles with stored elements, summed in
  * double whatever the stored type, so the reference is more exact than what it checks. */
 void cpu_axpy_f32(double a, const float *x, double *acc, int64_t len);

@@ -12,6 +12,8 @@ static int fits_blasint(int64_t v) { return (int64_t)(blasint)v == v; }
 cr_status cpu_gemm_openblas(const cr_task *t, char *err, size_t errlen)
 {
     const cr_gemm_task *g = &t->u.gemm;
+    if (cpu_is_half(t->dtype))
+        return cpu_gemm_half(t, cpu_gemm_openblas, CR_DT_F32, err, errlen);
     if (!fits_blasint(g->m) || !fits_blasint(g->n) || !fits_blasint(g->k))
         return cpu_fail(CR_E_UNSUPPORTED, err, errlen,
                         "gemm: openblas takes %zu-byte dimensions; use the reference kernel",
@@ -73,6 +75,8 @@ static void store_c_row(const cr_gemm_task *g, int f64, int64_t i, const double 
 cr_status cpu_gemm_reference(const cr_task *t, char *err, size_t errlen)
 {
     const cr_gemm_task *g = &t->u.gemm;
+    if (cpu_is_half(t->dtype))
+        return cpu_gemm_half(t, cpu_gemm_reference, CR_DT_F64, err, errlen);
     int f64 = t->dtype == CR_DT_F64;
     cr_status s = CR_OK;
     double *arow = malloc((size_t)g->k * sizeof *arow);

@@ -148,15 +148,33 @@ static void shape_text(const cr_npy_header *h, char *out, size_t cap)
         snprintf(out + n, cap - n, "%s)", h->ndim == 1 ? "," : "");
 }
 
-/* What the op accepts of this part: matrices are 2-D float32/float64 of one dtype. */
+/* dtype=bfloat16 (GEMM): any 2-byte part holds bfloat16 bits, whatever numpy called them. */
+static int apply_bf16(cr_bin_request *r, cr_bin_part *p, cr_error *err)
+{
+    if (!r->params.bf16)
+        return 0;
+    if (cr_dtype_size(p->h.dtype) != 2)
+        return cr_fail(err, 400, "invalid_field", p->name, "%s is %s but dtype=bfloat16 takes 2-byte "
+                       "elements (numpy: a.view(np.uint16))", p->name, cr_dtype_name(p->h.dtype));
+    p->h.dtype = CR_DT_BF16;
+    return 0;
+}
+
+/* What the op accepts of this part: matrices are 2-D float32/float64 (GEMM: also float16 and
+ * bfloat16) of one dtype. */
 static int check_part(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
 {
     char shape[96];
+    if (r->params.op == CR_OP_HISTOGRAM && p->h.dtype == CR_DT_F16)
+        return cr_fail(err, 400, "invalid_field", p->name, "%s: float16 histograms are not supported "
+                       "(numpy bins them in float16 arithmetic); send float32 (a.astype(np.float32))", p->name);
     if (r->params.op == CR_OP_HISTOGRAM)
         return 0;
-    if (p->h.dtype != CR_DT_F32 && p->h.dtype != CR_DT_F64)
-        return cr_fail(err, 400, "invalid_field", p->name, "%s must be float32 or float64, got %s",
-                       p->name, cr_dtype_name(p->h.dtype));
+    bool half = r->params.op == CR_OP_GEMM && (p->h.dtype == CR_DT_F16 || p->h.dtype == CR_DT_BF16);
+    if (p->h.dtype != CR_DT_F32 && p->h.dtype != CR_DT_F64 && !half)
+        return cr_fail(err, 400, "invalid_field", p->name, "%s must be %s, got %s", p->name,
+                       r->params.op == CR_OP_GEMM ? "float32, float64, float16 (or 2-byte parts with "
+                       "dtype=bfloat16)" : "float32 or float64", cr_dtype_name(p->h.dtype));
     shape_text(&p->h, shape, sizeof shape);
     if (p->h.ndim != 2)
         return cr_fail(err, 400, "invalid_field", p->name, "%s must be a 2-D matrix, got shape %s",
@@ -179,7 +197,7 @@ static int header_parsed(cr_bin_request *r, cr_bin_part *p, cr_error *err)
     p->header_done = true;
     free(p->hdr);
     p->hdr = NULL;
-    if (check_part(r, p, err) || check_limits(r, p, err))
+    if (apply_bf16(r, p, err) || check_part(r, p, err) || check_limits(r, p, err))
         return -1;
     p->scatter = strcmp(p->name, "c") == 0 && p->h.fortran_order;
     return alloc_array(r, p, p->h.data_bytes, err) ? 0 : -1;

@@ -153,6 +153,8 @@ void cr_jbuf_numbers(cr_jbuf *b, const void *data, uint64_t n, cr_dtype dt)
                 *w++ = ',';
             if (dt == CR_DT_F32)
                 w += cr_fmt_f32(w, ((const float *)data)[i]);
+            else if (dt == CR_DT_F16 || dt == CR_DT_BF16)
+                w += cr_fmt_half(w, ((const uint16_t *)data)[i], dt);
             else if (dt == CR_DT_U64)
                 w += cr_fmt_u64(w, ((const uint64_t *)data)[i]);
             else

@@ -325,6 +325,8 @@ static const cJSON *required(const cJSON *root, const char *name, cr_error *err)
 }
 
 static const cr_dtype matrix_dtypes[] = {CR_DT_F32, CR_DT_F64};
+/* GEMM also multiplies half-precision matrices (FP32 accumulation, the answer in their dtype). */
+static const cr_dtype gemm_dtypes[] = {CR_DT_F32, CR_DT_F64, CR_DT_F16, CR_DT_BF16};
 
 static int get_precision(const cJSON *root, cr_dtype dt, cr_precision *out, cr_error *err)
 {
@@ -357,9 +359,9 @@ static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *
     cr_gemm_task *g = &r->task.u.gemm;
     operand oa, ob, oc;
     const cJSON *a, *b, *c;
-    cr_dtype dflt = operand_dtype(root, operands, matrix_dtypes, 2, CR_DT_F32);
+    cr_dtype dflt = operand_dtype(root, operands, gemm_dtypes, 4, CR_DT_F32);
     if (check_fields(root, fields, err) || get_common(root, r, err) ||
-        get_dtype(root, matrix_dtypes, 2, dflt, &r->task.dtype, err) ||
+        get_dtype(root, gemm_dtypes, 4, dflt, &r->task.dtype, err) ||
         get_precision(root, r->task.dtype, &r->task.precision, err) ||
         get_number(root, "alpha", 1.0, &g->alpha, err) ||
         get_number(root, "beta", 0.0, &g->beta, err) ||

@@ -195,7 +195,7 @@ char *cr_json_error(const cr_error *e, size_t *len)
 static size_t answer_estimate(const cr_job *j)
 {
     const cr_task *t = &j->req.task;
-    size_t per = t->dtype == CR_DT_F32 ? 16 : 25, elems;
+    size_t per = t->dtype == CR_DT_F32 ? 16 : cr_dtype_size(t->dtype) == 2 ? 9 : 25, elems;
     switch (t->op) {
     case CR_OP_GEMM:
         elems = (size_t)(t->u.gemm.m > 0 ? t->u.gemm.m : 0) *
@@ -306,6 +306,10 @@ static uint64_t count_nonfinite(const void *p, cr_dtype dt, uint64_t n)
         const double *v = p;
         for (uint64_t i = 0; i < n; i++)
             bad += !isfinite(v[i]);
+    } else if (dt == CR_DT_F16 || dt == CR_DT_BF16) { /* all exponent bits set: Inf or NaN */
+        const uint16_t *v = p, e = dt == CR_DT_F16 ? 0x7c00u : 0x7f80u;
+        for (uint64_t i = 0; i < n; i++)
+            bad += (v[i] & e) == e;
     }
     return bad;
 }

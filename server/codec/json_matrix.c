@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/half.h"
+
 /* Identifies one element for messages: "a.data[7]" (flat) or "a[2][3]" (nested, j >= 0). */
 typedef struct {
     const char *prefix;
@@ -59,6 +61,15 @@ static int put_value(double v, cr_dtype dt, void *dst, int64_t at, const elem_pa
     case CR_DT_F64:
         ((double *)dst)[at] = v;
         return 0;
+    case CR_DT_F16:
+    case CR_DT_BF16: { /* rounded once from the double, as numpy rounds a Python float */
+        uint16_t h = cr_half_from_double(dt, v);
+        if (!isfinite(cr_half_to_float(dt, h)))
+            return cr_fail(err, 400, "non_finite", path_text(p, where, sizeof where),
+                           "%s = %g does not fit %s (largest %g)", where, v, cr_dtype_name(dt), cr_half_max(dt));
+        ((uint16_t *)dst)[at] = h;
+        return 0;
+    }
     case CR_DT_U8:
         if (!(v >= 0 && v <= 255 && v == floor(v)))
             return cr_fail(err, 400, "invalid_field", path_text(p, where, sizeof where),

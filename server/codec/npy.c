@@ -136,7 +136,7 @@ static const struct {
 } kinds[] = {
     {'f', 4, CR_DT_F32}, {'f', 8, CR_DT_F64}, {'u', 1, CR_DT_U8},  {'i', 1, CR_DT_I8},
     {'u', 2, CR_DT_U16}, {'i', 2, CR_DT_I16}, {'u', 4, CR_DT_U32}, {'i', 4, CR_DT_I32},
-    {'u', 8, CR_DT_U64}, {'i', 8, CR_DT_I64},
+    {'u', 8, CR_DT_U64}, {'i', 8, CR_DT_I64}, {'f', 2, CR_DT_F16},
 };
 
 /* '<f4', '=i8', '|u1': little-endian (or byte-sized) numbers of the kinds above only. */
@@ -171,8 +171,8 @@ static int parse_descr(cursor *c, const char *d, cr_dtype *out)
         break;
     }
     return cr_fail(c->err, 400, "invalid_field", part,
-                   "%s: unsupported .npy dtype '%s' (float32, float64 and integer types, "
-                   "little-endian)", part, d);
+                   "%s: unsupported .npy dtype '%s' (float16, float32, float64 and integer "
+                   "types, little-endian)", part, d);
 }
 
 /* ---- the dict ------------------------------------------------------------------------------ */
@@ -295,7 +295,8 @@ const char *cr_npy_descr(cr_dtype dt)
     static const char *const d[CR_DT_COUNT] = {
         [CR_DT_F32] = "<f4", [CR_DT_F64] = "<f8", [CR_DT_U8] = "|u1",  [CR_DT_I8] = "|i1",
         [CR_DT_U16] = "<u2", [CR_DT_I16] = "<i2", [CR_DT_U32] = "<u4", [CR_DT_I32] = "<i4",
-        [CR_DT_I64] = "<i8", [CR_DT_U64] = "<u8",
+        [CR_DT_I64] = "<i8", [CR_DT_U64] = "<u8", [CR_DT_F16] = "<f2",
+        [CR_DT_BF16] = "<u2", /* numpy has no bfloat16: the bits, as uint16 (X-Crunchd-Dtype says) */
     };
     return (unsigned)dt < CR_DT_COUNT ? d[dt] : NULL;
 }

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/half.h"
+
 static const char digit_pairs[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
@@ -574,4 +576,25 @@ size_t cr_fmt_f64(char *out, double v)
         return cr_fmt_i64(out, (int64_t)v);
     size_t n = fmt_f64_fast(out, v);
     return n ? n : fmt_f64_slow(out, v);
+}
+
+/* A float16/bfloat16 value: the fewest significant digits (at most 5, which every float16 needs
+ * at worst) whose decimal rounds back to the same 16 bits, written as cr_fmt_f64 writes that
+ * decimal. So 0.1 sent as float16 comes back as 0.1, as numpy prints it, not as the float32
+ * spelling of its exact value (0.099975586). printf's digits are exact; half answers are small
+ * enough for its cost. */
+size_t cr_fmt_half(char *out, uint16_t h, cr_dtype dt)
+{
+    double v = cr_half_to_float(dt, h);
+    if (!isfinite(v))
+        return cr_fmt_f64(out, v);
+    char digits[CR_NUMFMT_MAX];
+    double d = v;
+    for (int p = 1; p <= 5; p++) {
+        snprintf(digits, sizeof digits, "%.*e", p - 1, v);
+        d = strtod(digits, NULL);
+        if (cr_half_from_double(dt, d) == h)
+            break;
+    }
+    return cr_fmt_f64(out, d);
 }

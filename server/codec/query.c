@@ -133,6 +133,18 @@ static int set_precision(cr_params *p, const char *name, const char *v, const cr
     return bad_value(err, name, "fp32 or tf32", v);
 }
 
+/* The only dtype a query names: the one numpy cannot write into a .npy header. Every other dtype
+ * is the header's, so there is nothing to disagree. */
+static int set_dtype(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    if (v && strcmp(v, "bfloat16") == 0)
+        return p->bf16 = true, 0;
+    return cr_fail(err, 400, "invalid_parameter", name,
+                   "query parameter dtype can only be bfloat16 (2-byte parts read as bfloat16 bits); "
+                   "any other dtype is the .npy header's, got \"%.40s\"", v ? v : "");
+}
+
 static int set_timeout(cr_params *p, const char *name, const char *v, const cr_limits *lim,
                        cr_error *err)
 {
@@ -194,6 +206,7 @@ static const struct {
     {"trans_a", OPS_GEMM, set_trans_a},
     {"trans_b", OPS_GEMM, set_trans_b},
     {"precision", OPS_GEMM, set_precision},
+    {"dtype", OPS_GEMM, set_dtype},
     {"bins", OPS_HIST, set_bins},
     {"range", OPS_HIST, set_range},
     {"range_lo", OPS_HIST, set_range_lo},
@@ -221,10 +234,6 @@ int cr_params_set(cr_params *p, const char *key, const char *value, const cr_lim
         p->seen |= 1u << i;
         return params[i].set(p, key, value, lim, err);
     }
-    if (strcmp(key, "dtype") == 0)
-        return cr_fail(err, 400, "invalid_parameter", key,
-                       "dtype is not a parameter of binary requests: it is the .npy header's "
-                       "(raw octet-stream bodies are uint8)");
     return cr_fail(err, 400, "invalid_parameter", key, "unknown query parameter \"%.40s\"", key);
 }
 
@@ -241,6 +250,10 @@ int cr_params_finish(cr_params *p, cr_error *err)
     if (p->op == CR_OP_COUNT)
         return cr_fail(err, 400, "invalid_parameter", "op",
                        "op is required on /v1/jobs for a binary body: ?op=gemm|ata|histogram");
+    if (was_seen(p, "dtype") && p->op != CR_OP_GEMM)
+        return cr_fail(err, 400, "invalid_parameter", "dtype",
+                       "dtype is not a parameter of %s requests: it is the .npy header's "
+                       "(raw octet-stream bodies are uint8)", cr_op_name(p->op));
     for (size_t i = 0; i < N_PARAMS; i++)
         if ((p->seen & (1u << i)) && !(params[i].ops & (1u << p->op)))
             return cr_fail(err, 400, "invalid_parameter", params[i].name,

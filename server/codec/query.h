@@ -1,5 +1,6 @@
 /* A binary request's parameters, from its query string (the body holds only arrays):
  *   /v1/gemm?kernel=cublas&alpha=2&beta=0.5&trans_a=true&trans_b=0&precision=tf32&timeout_ms=500
+ *   /v1/gemm?dtype=bfloat16            (numpy has no bfloat16: parts sent as a.view(np.uint16))
  *   /v1/histogram?bins=100&range=0,1   (or range_lo=0&range_hi=1)
  *   /v1/jobs?op=ata&kernel=symtile
  * Strict like the JSON decoder: an unknown or repeated parameter, or a bad value, is a
@@ -20,6 +21,7 @@ typedef struct {
     bool trans_a, trans_b;
     cr_precision precision;
     bool tf32_asked;          /* precision=tf32: checked against the dtype once it is known */
+    bool bf16;                /* dtype=bfloat16: 2-byte matrix parts hold bfloat16 bits */
     int64_t timeout_ms;       /* 0: server default */
     int32_t bins;             /* 0: the dtype's default */
     bool has_range;

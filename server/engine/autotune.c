@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/half.h"
+
 typedef struct {
     cr_op op;
     cr_dtype dtype;
@@ -21,6 +23,8 @@ static void fill_random(void *p, size_t n, cr_dtype dt, unsigned *seed)
             ((float *)p)[i] = (float)v;
         else if (dt == CR_DT_F64)
             ((double *)p)[i] = v;
+        else if (dt == CR_DT_F16 || dt == CR_DT_BF16)
+            ((uint16_t *)p)[i] = cr_half_from_double(dt, v);
         else
             ((uint8_t *)p)[i] = (uint8_t)rand_r(seed);
     }
@@ -69,8 +73,10 @@ static double tolerance(const probe_key *k, const cr_kernel *ki)
 {
     if (k->op == CR_OP_HISTOGRAM)
         return 0.0;
-    if (ki->precision == CR_PREC_TF32)
+    if (ki->precision == CR_PREC_TF32 || k->dtype == CR_DT_BF16) /* 8-bit significands */
         return 1e-2;
+    if (k->dtype == CR_DT_F16) /* the answer's own rounding is 2^-11 of each element */
+        return 2e-3;
     return k->dtype == CR_DT_F64 ? 1e-10 : 1e-4;
 }
 
@@ -147,6 +153,8 @@ cr_status cr_autotune(const cr_backend *b, cr_worker *w, bool gpu, cr_auto_table
         {CR_OP_GEMM, CR_DT_F32, CR_PREC_DEFAULT, false}, {CR_OP_GEMM, CR_DT_F32, CR_PREC_DEFAULT, true},
         {CR_OP_GEMM, CR_DT_F32, CR_PREC_TF32, false},    {CR_OP_GEMM, CR_DT_F32, CR_PREC_TF32, true},
         {CR_OP_GEMM, CR_DT_F64, CR_PREC_DEFAULT, false}, {CR_OP_GEMM, CR_DT_F64, CR_PREC_DEFAULT, true},
+        {CR_OP_GEMM, CR_DT_F16, CR_PREC_DEFAULT, false}, {CR_OP_GEMM, CR_DT_F16, CR_PREC_DEFAULT, true},
+        {CR_OP_GEMM, CR_DT_BF16, CR_PREC_DEFAULT, false}, {CR_OP_GEMM, CR_DT_BF16, CR_PREC_DEFAULT, true},
         {CR_OP_ATA, CR_DT_F32, CR_PREC_DEFAULT, false},  {CR_OP_ATA, CR_DT_F32, CR_PREC_DEFAULT, true},
         {CR_OP_ATA, CR_DT_F64, CR_PREC_DEFAULT, false},  {CR_OP_ATA, CR_DT_F64, CR_PREC_DEFAULT, true},
         {CR_OP_HISTOGRAM, CR_DT_U8, CR_PREC_DEFAULT, false},

@@ -4,14 +4,16 @@
 #include "server/kserve/kserve_internal.h"
 
 static const char *const matrix_types[] = {"FP32", "FP64", NULL};
+/* GEMM also takes half precision (FP32 accumulation; the output in the inputs' datatype). */
+static const char *const gemm_types[] = {"FP32", "FP64", "FP16", "BF16", NULL};
 static const char *const hist_types[] = {"UINT8", "FP32", "FP64", NULL};
 static const char *const count_types[] = {"UINT64", NULL};
 
 /* Outputs follow the inputs' datatype (matrices, edges); counts are always 64-bit. */
 static const cr_ks_model models[] = {
     {"gemm", CR_OP_GEMM,
-     {{"a", matrix_types, 2, false}, {"b", matrix_types, 2, false}, {"c", matrix_types, 2, true}},
-     3, {{"c", matrix_types, 2, false}}, 1},
+     {{"a", gemm_types, 2, false}, {"b", gemm_types, 2, false}, {"c", gemm_types, 2, true}},
+     3, {{"c", gemm_types, 2, false}}, 1},
     {"ata", CR_OP_ATA, {{"a", matrix_types, 2, false}}, 1, {{"c", matrix_types, 2, false}}, 1},
     {"histogram", CR_OP_HISTOGRAM, {{"data", hist_types, 1, false}}, 1,
      {{"counts", count_types, 1, false}, {"edges", matrix_types, 1, true}}, 2},
@@ -53,7 +55,7 @@ static const struct {
 } dtypes[] = {
     {"FP32", CR_DT_F32}, {"FP64", CR_DT_F64}, {"UINT8", CR_DT_U8}, {"INT8", CR_DT_I8},
     {"UINT16", CR_DT_U16}, {"INT16", CR_DT_I16}, {"UINT32", CR_DT_U32}, {"INT32", CR_DT_I32},
-    {"INT64", CR_DT_I64}, {"UINT64", CR_DT_U64},
+    {"INT64", CR_DT_I64}, {"UINT64", CR_DT_U64}, {"FP16", CR_DT_F16}, {"BF16", CR_DT_BF16},
 };
 
 const char *cr_ks_datatype_name(cr_dtype dt)

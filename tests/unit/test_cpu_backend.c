@@ -2,6 +2,7 @@
  * naive computation, histogram bin edges against numpy's answers (numpy 2.x, checked by hand
  * where noted), the kernel list, and the errors run() returns. No framework: CHECK counts. */
 #include "kernels/backend.h"
+#include "kernels/half.h"
 #include "kernels/hist_range.h"
 #include "kernels/registry.h"
 
@@ -175,6 +176,53 @@ static void test_gemm(void)
                                    ab[i].with_c};
                     check_gemm_case(&c, kernels[kk], f64);
                 }
+}
+
+/* float16/bfloat16: the reference (double sums, one rounding) equals the exact product rounded
+ * once; OpenBLAS (float32 sums) is within one unit of the dtype's last place of it. */
+static void check_half_case(cr_dtype dt, const char *kernel, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                            double alpha, double beta, bool with_c)
+{
+    uint16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(k * n) * 2), *c = malloc((size_t)(m * n) * 2);
+    uint16_t *out = malloc((size_t)(m * n) * 2);
+    for (int64_t i = 0; i < m * k; i++)
+        a[i] = cr_half_from_double(dt, rnd() * 4);
+    for (int64_t i = 0; i < k * n; i++)
+        b[i] = cr_half_from_double(dt, rnd());
+    for (int64_t i = 0; i < m * n; i++)
+        c[i] = cr_half_from_double(dt, rnd());
+    cr_task t = {.op = CR_OP_GEMM, .dtype = dt, .kernel = K(CR_OP_GEMM, kernel)};
+    t.u.gemm = (cr_gemm_task){m, n, k, ta, tb, alpha, beta, a, b, with_c ? c : NULL, out};
+    cr_status st = run_task(&t, NULL, 0);
+    double ulp = dt == CR_DT_F16 ? 0x1p-10 : 0x1p-7;
+    int bad = 0;
+    for (int64_t i = 0; st == CR_OK && i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t p = 0; p < k; p++)
+                acc += (double)cr_half_to_float(dt, a[ta ? p * m + i : i * k + p]) *
+                       cr_half_to_float(dt, b[tb ? j * k + p : p * n + j]);
+            double want = alpha * acc + (with_c ? beta * cr_half_to_float(dt, c[i * n + j]) : 0.0);
+            uint16_t w = cr_half_from_double(dt, want), got = out[i * n + j];
+            double gv = cr_half_to_float(dt, got), wv = cr_half_to_float(dt, w);
+            bad += strcmp(kernel, "reference") == 0 ? got != w : !(fabs(gv - wv) <= ulp * fabs(wv) + 0x1p-24);
+        }
+    check(st == CR_OK && bad == 0, "gemm %s %s %lldx%lldx%lld ta=%d tb=%d alpha=%g beta=%g c=%d: status %d, %d wrong",
+          cr_dtype_name(dt), kernel, (long long)m, (long long)n, (long long)k, ta, tb, alpha, beta, with_c, st, bad);
+    free(a), free(b), free(c), free(out);
+}
+
+static void test_gemm_half(void)
+{
+    static const char *const kernels[] = {"openblas", "reference"};
+    static const cr_dtype dts[] = {CR_DT_F16, CR_DT_BF16};
+    for (int d = 0; d < 2; d++)
+        for (int kk = 0; kk < 2; kk++)
+            for (int tr = 0; tr < 4; tr++) {
+                check_half_case(dts[d], kernels[kk], 17, 13, 29, tr & 1, tr >> 1, 1.0, 0.0, false);
+                check_half_case(dts[d], kernels[kk], 1, 7, 300, tr & 1, tr >> 1, -0.5, 2.0, true);
+                check_half_case(dts[d], kernels[kk], 9, 1, 1, tr & 1, tr >> 1, 0.0, 1.5, true);
+            }
 }
 
 /* beta = 0 must not read C: a NaN there stays out (BLAS semantics), in both kernels. */
@@ -439,17 +487,18 @@ static void test_kernel_list(void)
 {
     size_t n = 0;
     const cr_kernel *k = cr_kernels(B, &n);
-    uint32_t mat = CR_DT_BIT(CR_DT_F32) | CR_DT_BIT(CR_DT_F64), all = (1u << CR_DT_COUNT) - 1;
-    static const struct { const char *name; cr_op op; int ref; int all_dtypes; } want[] = {
-        {"openblas", CR_OP_GEMM, 0, 0}, {"reference", CR_OP_GEMM, 1, 0},
-        {"openblas", CR_OP_ATA, 0, 0},  {"reference", CR_OP_ATA, 1, 0},
-        {"reference", CR_OP_HISTOGRAM, 1, 1},
+    uint32_t mat = CR_DT_BIT(CR_DT_F32) | CR_DT_BIT(CR_DT_F64), half = CR_DT_BIT(CR_DT_F16) | CR_DT_BIT(CR_DT_BF16);
+    uint32_t all = ((1u << CR_DT_COUNT) - 1) & ~half;
+    const struct { const char *name; cr_op op; int ref; uint32_t dtypes; } want[] = {
+        {"openblas", CR_OP_GEMM, 0, mat | half}, {"reference", CR_OP_GEMM, 1, mat | half},
+        {"openblas", CR_OP_ATA, 0, mat},         {"reference", CR_OP_ATA, 1, mat},
+        {"reference", CR_OP_HISTOGRAM, 1, all},
     };
     check(n == 5, "kernel list has %zu entries, want 5", n);
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const cr_kernel *f = cr_kernel_find(B, want[i].op, want[i].name);
         check(f != NULL && f->reference == want[i].ref && f->precision == CR_PREC_DEFAULT &&
-                  f->dtypes == (want[i].all_dtypes ? all : mat) && f->summary != NULL,
+                  f->dtypes == want[i].dtypes && f->summary != NULL,
               "kernel %s/%s listed with the right flags", cr_op_name(want[i].op), want[i].name);
     }
     for (cr_op op = 0; op < CR_OP_COUNT; op++) {
@@ -677,6 +726,7 @@ int main(void)
     }
     test_kernel_list();
     test_gemm();
+    test_gemm_half();
     test_gemm_beta_zero_ignores_nan();
     test_gemm_in_place();
     test_ata();
