@@ -172,6 +172,10 @@ struct cr_backend {
      * encodes them (CUDA: 1000 * major + 10 * minor; 0 when absent). Needs no device and no
      * init: `crunchd --version` asks on machines without a GPU. */
     void (*versions)(int *runtime, int *driver);
+    /* Optional (NULL: none): host memory run() allocates for a task beyond its buffers, which
+     * the server charges to its memory budget before the job is queued (cpu: float16/bfloat16
+     * operands widened for BLAS). */
+    uint64_t (*task_host_bytes)(const cr_task *t);
 };
 
 extern const cr_backend cr_backend_cpu;

@@ -149,6 +149,19 @@ void cr_request_free_inputs(cr_request *r)
 {
     for (int slot = 0; slot < CR_BUF_OUTPUT; slot++)
         cr_request_free_buf(r, slot);
+    if (r->work_bytes)
+        cr_mem_release(CR_MEM_SCRATCH, r->work_bytes);
+    r->work_bytes = 0;
+}
+
+int cr_request_charge_work(cr_request *r, uint64_t bytes, cr_error *err)
+{
+    if (!bytes)
+        return 0;
+    if (cr_mem_charge(CR_MEM_SCRATCH, bytes, "the backend's working copy of the operands", err) < 0)
+        return -1;
+    r->work_bytes += bytes;
+    return 0;
 }
 
 void cr_request_end(cr_request *r)
@@ -164,8 +177,8 @@ void cr_request_free(cr_request *r)
 {
     if (!r)
         return;
-    for (int i = 0; i < CR_REQUEST_BUFS; i++)
-        cr_request_free_buf(r, i);
+    cr_request_free_inputs(r);
+    cr_request_free_buf(r, CR_BUF_OUTPUT);
     memset(r, 0, sizeof *r);
 }
 

@@ -56,6 +56,8 @@ typedef struct {
     void *(*out_alloc)(size_t bytes);
     void (*out_free)(void *p);
     uint64_t body_bytes;                /* size of the request as received */
+    uint64_t work_bytes;                /* the backend's working memory for the run, charged at
+                                           submit (cr_request_charge_work), released with the inputs */
     /* Where the result goes when the client named a shared-memory output (/v1's "output"): the
      * worker writes it there (a borrowed output slot) and the answer says where instead of
      * carrying it. */
@@ -97,8 +99,12 @@ int cr_request_alloc_output(cr_request *r, cr_error *err);
 
 /* Frees one buffer with the allocator that made it. */
 void cr_request_free_buf(cr_request *r, int slot);
-/* Inputs are dead once a job ends; a result kept for its TTL should not pin them too. */
+/* Inputs are dead once a job ends; a result kept for its TTL should not pin them too. Nor the
+ * run's working memory. */
 void cr_request_free_inputs(cr_request *r);
+/* Charges the host memory the backend will allocate to run the task (backend.h task_host_bytes)
+ * to the budget, as scratch, before it is spent. */
+int cr_request_charge_work(cr_request *r, uint64_t bytes, cr_error *err);
 /* A job's end: its inputs go (cr_request_free_inputs), and so does a borrowed output, whose
  * result is in the client's memory already and is read by no answer: a region is held exactly
  * while a job runs, so an async job does not keep its client from unregistering it. */

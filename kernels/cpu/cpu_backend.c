@@ -151,6 +151,16 @@ static uint64_t cpu_task_device_bytes(const cr_task *t)
     return 0;
 }
 
+/* Half-precision GEMM widens A, B and C (gemm_half.c): to float64 for the reference, which
+ * compare mode also runs, so that is the bound. */
+static uint64_t cpu_task_host_bytes(const cr_task *t)
+{
+    if (t->op != CR_OP_GEMM || !cpu_is_half(t->dtype))
+        return 0;
+    const cr_gemm_task *g = &t->u.gemm;
+    return ((uint64_t)(g->m * g->k) + (uint64_t)(g->k * g->n) + (uint64_t)(g->m * g->n)) * sizeof(double);
+}
+
 const cr_backend cr_backend_cpu = {
     .name = "cpu",
     .id = CR_BACKEND_CPU,
@@ -162,6 +172,7 @@ const cr_backend cr_backend_cpu = {
     .worker_destroy = cpu_worker_destroy,
     .run = cpu_run,
     .task_device_bytes = cpu_task_device_bytes,
+    .task_host_bytes = cpu_task_host_bytes,
     .batch_lanes = 1,
     .batch_launch = cpu_batch_launch,
     .batch_wait = cpu_batch_wait,

@@ -153,4 +153,5 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_cuda_batch_launch,
     cr_cuda_batch_wait,
     cuda_versions,
+    NULL, /* task_host_bytes: run() allocates no host memory of its own */
 };

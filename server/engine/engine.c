@@ -157,7 +157,8 @@ int cr_engine_submit(cr_engine *e, cr_job *j, cr_error *err)
         return cr_fail(err, 507, "device_memory", "",
                        "the job needs %.1f MiB of device memory; the largest device has %.1f MiB",
                        (double)need / 1048576.0, (double)e->max_device_bytes / 1048576.0);
-    if (cr_request_alloc_output(&j->req, err) < 0)
+    if (cr_request_alloc_output(&j->req, err) < 0 ||
+        (e->b->task_host_bytes && cr_request_charge_work(&j->req, e->b->task_host_bytes(&j->req.task), err) < 0))
         return -1;
     double now = cr_now();
     int64_t timeout = j->req.timeout_ms > 0 ? j->req.timeout_ms : e->cfg->job_timeout_ms;

@@ -166,8 +166,28 @@ def test_gemm_dtype_rules_and_layouts(client):
         client.gemm(np.ones(3), np.ones((3, 1)))
     with pytest.raises(TypeError, match="real numbers"):
         client.gemm(np.ones((1, 1), complex), np.ones((1, 1)))
-    with pytest.raises(ValueError, match="float32 or float64"):
+    with pytest.raises(ValueError, match="float32, float64"):
         client.gemm(np.ones((1, 1)), np.ones((1, 1)), dtype="int32")
+    with pytest.raises(ValueError, match="float32, float64"):
+        client.ata(np.ones((1, 1), np.float16), dtype="float16")
+
+
+@pytest.mark.parametrize("transport", ["json", "npy"])
+def test_gemm_float16(client, transport):
+    """float16 operands make a float16 job (float32 sums): the answer is within one float16 ulp
+    of numpy's float64 product of the same values, rounded to float16; one float32 operand makes
+    the job float32."""
+    g = rng(21)
+    a = g.uniform(-1, 1, (13, 40)).astype(np.float16)
+    b = g.uniform(-1, 1, (40, 9)).astype(np.float16)
+    r = client.gemm(a, b, transport=transport)
+    check_meta(r, "gemm", "float16", transport)
+    assert r.result.dtype == np.float16 and r.result.shape == (13, 9)
+    want = gemm_ref(a, b).astype(np.float16).astype(np.float64)
+    got = r.result.astype(np.float64)
+    assert np.all(np.abs(got - want) <= 2.0 ** -10 * np.abs(want) + 2.0 ** -23 * 40), (got, want)
+    r = client.gemm(a, b.astype(np.float32), transport=transport)
+    assert r.dtype == "float32" and r.result.dtype == np.float32
 
 
 def test_auto_transport_goes_by_size(client):

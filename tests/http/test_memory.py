@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import assert_error
+from conftest import BACKEND, assert_error
 
 NPY = {"Content-Type": "application/x-npy"}
 MIB = 1 << 20
@@ -116,3 +116,22 @@ def test_an_overflowing_result_is_422_in_json_and_kept_in_npy(daemon):
     r = daemon.post("/v1/gemm", json={"a": a, "b": b}, headers={"Accept": "application/x-npy"})
     assert r.status_code == 200
     assert np.isinf(np.load(io.BytesIO(r.content))[0, 0])
+
+
+@pytest.mark.skipif(BACKEND != "cpu", reason="the CPU backend widens half-precision operands")
+def test_half_precision_working_copy_is_charged(start_daemon):
+    """float16 GEMM on the CPU widens A, B and C (to float64 at most): that copy counts against
+    the budget before the job is queued, like the arrays, so a job whose arrays fit but whose
+    working copy could never fit is a 413, not an allocation past the limit."""
+    d = start_daemon("--max-memory-mb", "32")
+    a = np.ones((1400, 1400), np.float16)  # 3.9 MB each as float16, 47 MB widened
+    r = d.post("/v1/gemm", files={"a": npy(a), "b": npy(a)})
+    e = assert_error(r, 413, "too_large")
+    assert "working copy" in e["message"]
+    r = d.post("/v1/gemm", files={"a": npy(a.astype(np.float32)), "b": npy(a.astype(np.float32))},
+               headers={"Accept": "application/x-npy"})
+    assert r.status_code == 200, r.text[:300]
+    small = np.ones((40, 40), np.float16)
+    r = d.post("/v1/gemm", files={"a": npy(small), "b": npy(small)})
+    assert r.status_code == 200 and r.json()["result"]["data"][0] == 40, r.text[:300]
+    assert metric(d, "crunchd_memory_charged_bytes", '{kind="scratch"}') == 0

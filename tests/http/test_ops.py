@@ -77,8 +77,9 @@ def test_kernels(daemon, kernels):
         assert isinstance(k["dtypes"], list) and k["dtypes"], k
     for op in ("gemm", "ata"):
         assert kernels[op], f"no {op} kernel"
+        matrix = {"float32", "float64"} | ({"float16", "bfloat16"} if op == "gemm" else set())
         for k in kernels[op]:
-            assert set(k["dtypes"]) <= {"float32", "float64"}, k
+            assert set(k["dtypes"]) <= matrix, k
         assert any("float32" in k["dtypes"] for k in kernels[op])
         assert any("float64" in k["dtypes"] for k in kernels[op])
     for op in ("gemm", "ata", "histogram"):

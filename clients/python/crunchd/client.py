@@ -203,14 +203,20 @@ def _finite(a):
     return a.dtype.kind not in "fc" or bool(np.isfinite(a).all())
 
 
-def _matrix_dtype(dtype, *arrays):
+def _matrix_dtype(dtype, *arrays, half=False):
+    """The job's dtype: the one asked for, else float64 when any operand is float64, float16
+    when every operand is float16 and the op takes it (half: GEMM), else float32."""
+    allowed = _MATRIX_DTYPES + ((np.dtype(np.float16),) if half else ())
     if dtype is not None:
         dt = np.dtype(dtype)
-        if dt not in _MATRIX_DTYPES:
-            raise ValueError(f"dtype must be float32 or float64, not {dt}")
+        if dt not in allowed:
+            raise ValueError(f"dtype must be one of {', '.join(d.name for d in allowed)}, not {dt}")
         return dt
-    if any(a is not None and a.dtype == np.float64 for a in arrays):
+    given = [a for a in arrays if a is not None]
+    if any(a.dtype == np.float64 for a in given):
         return np.dtype(np.float64)
+    if half and all(a.dtype == np.float16 for a in given):
+        return np.dtype(np.float16)
     return np.dtype(np.float32)
 
 
@@ -353,8 +359,9 @@ class Client:
              kernel="auto", precision=None, dtype=None, timeout_ms=None, transport=None):
         """C = alpha·op(A)·op(B) + beta·C; returns a Result (result: the m×n matrix).
 
-        dtype: float32 or float64; by default float64 when any operand is float64, else float32
-        (as the daemon's JSON default). precision: None (the daemon's fp32) or "tf32".
+        dtype: float32, float64 or float16; by default float64 when any operand is float64,
+        float16 when all are, else float32 (as the daemon's JSON default). float16 multiplies
+        with float32 sums and answers in float16. precision: None (the daemon's fp32) or "tf32".
         kernel: a name of kernels("gemm"), "auto", or "all" (compare every kernel: the table is
         Result.kernels). timeout_ms: the job's deadline on the daemon."""
         return self._sync(self._prepare_gemm(a, b, c, alpha, beta, trans_a, trans_b, kernel,
@@ -441,7 +448,7 @@ class Client:
                       kernel="auto", precision=None, dtype=None, timeout_ms=None):
         a, b = _matrix(a, "a"), _matrix(b, "b")
         c = None if c is None else _matrix(c, "c")
-        dt = _matrix_dtype(dtype, a, b, c)
+        dt = _matrix_dtype(dtype, a, b, c, half=True)
         given = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
         m = a.shape[1] if trans_a else a.shape[0]
         n = b.shape[0] if trans_b else b.shape[1]
