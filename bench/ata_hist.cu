@@ -3,22 +3,31 @@
  * AᵀA FP32 (m = n = 1024..8192): gemm (dbuf on Aᵀ·A), symtile, cuBLAS SSYRK, cuBLAS SGEMM as AᵀA.
  * AᵀA FP64 on the C2075 write-up's sizes (2000²..18000², as many as fit ~2 minutes): symtile,
  * DSYRK, DGEMM. Histograms of random bytes 1 MiB..1 GiB: global, smem, smem-vec, cub, beside a
- * device-to-device cudaMemcpy (read + write counted) measured in the same run.
+ * device-to-device cudaMemcpy (read + write counted) measured in the same run. hist_bins: 256 MiB
+ * of uniform float32 and float64 over [-1, 1], 256 to 2^20 bins (the API's default limit):
+ * cub, smem-vec as dispatched and each of its paths that holds the bins (hist_smem_vec.h), and
+ * global from 4096 bins; every kernel's counts are checked against CUB's.
  * Times: tools/gpu/harness.cuh (warm-up, L2 flushed before each repeat, median of the
  * repeats, fewer of them for slow runs). AᵀA rates count the full product (2·m·n²), as
  * cr_task_flops does. ratio_vs_ref = reference time / this time. SYRK is timed alone (no
  * mirror), the strictest reference. CSV columns:
- * sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref
+ * sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref (hist_bins: n is the bins)
+ * A third argument runs only the sweeps it names (comma-separated: ata_f32, hist (hist_u8 and
+ * hist_dtypes), hist_bins, ata_f64); without it, all of them.
  * It also prints the device's peaks and the SM clock measured before the first and after the
  * last sweep, and writes them to results.device.json for the plots (gpu_run_begin). */
 #include "tools/gpu/harness.cuh"
 #include <cublas_v2.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <vector>
 
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/hist_bin.cuh"
+#include "kernels/cuda/hist_smem_vec.h"
 
 #define DIE_IF(cond, ...)                                                                        \
     do {                                                                                         \
@@ -64,6 +73,7 @@ __global__ void fill_uniform(float *f, double *d, unsigned char *b, size_t count
 
 static cublasHandle_t blas;
 static double best_speed[8]; /* collected target ratios */
+static int bins_mismatches; /* hist_bins kernels whose counts differ from CUB's */
 
 static void ata_fp32(int n)
 {
@@ -221,9 +231,101 @@ static void hist_sweep(void)
     CK(cudaFree(temp));
 }
 
+/* One kernel of the hist_bins sweep: timed, then its counts (of the last run) against CUB's. */
+template <typename Launch>
+static void bins_row(const char *kernel, const char *dtype, int bins, size_t bytes, double cub_ms,
+                     unsigned long long *counts, const std::vector<unsigned long long> &want, const Launch &fn,
+                     int reps = 10, double budget_ms = 2000)
+{
+    double ms = time_ms(fn, reps, budget_ms);
+    std::vector<unsigned long long> got(bins);
+    CK(cudaMemcpy(got.data(), counts, bins * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    if (!want.empty() && got != want) {
+        int b = 0;
+        while (got[b] == want[b])
+            b++;
+        printf("MISMATCH hist_bins %s %s bins=%d: bin %d got %llu, cub %llu\n", kernel, dtype, bins, b, got[b], want[b]);
+        bins_mismatches++;
+    }
+    row("hist_bins", kernel, dtype, 0, bins, (long long)bytes, ms, bytes / 1e9 / ms * 1e3, "GB/s", cub_ms / ms);
+}
+
+/* float32 and float64, 256 MiB, uniform over [-1, 1] (every bin filled evenly), bins 256..2^20. */
+static void hist_bins(void)
+{
+    const size_t bytes = (size_t)256 << 20;
+    const int max_bins = 1 << 20;
+    void *data;
+    unsigned long long *counts;
+    CK(cudaMalloc(&data, bytes));
+    CK(cudaMalloc(&counts, max_bins * sizeof(unsigned long long)));
+    int dev = 0, optin = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const int cap = optin / 4;
+    for (cr_dtype dt : {CR_DT_F32, CR_DT_F64}) {
+        size_t count = bytes / cr_dtype_size(dt);
+        fill_uniform<<<4096, 256>>>(dt == CR_DT_F32 ? (float *)data : NULL, dt == CR_DT_F64 ? (double *)data : NULL,
+                                    NULL, count, 11);
+        CK(cudaGetLastError());
+        const char *name = cr_dtype_name(dt);
+        for (int bins : {256, 1024, 4096, 16384, 65536, 1 << 17, 1 << 18, 1 << 20}) {
+            cr_hist_dev h = {(int64_t)count, data, bins, -1.0, 1.0, counts};
+            size_t temp_bytes = 0;
+            void *temp = NULL;
+            CK(cr_cuda_hist_cub(&h, dt, NULL, &temp_bytes, 0));
+            std::vector<unsigned long long> want;
+            double cub = 0;
+            if (cudaMalloc(&temp, temp_bytes) == cudaSuccess) {
+                printf("cub %s bins=%d: %.1f MiB of temporary storage\n", name, bins, temp_bytes / 1048576.0);
+                cub = time_ms([&] { size_t tb = temp_bytes; CK(cr_cuda_hist_cub(&h, dt, temp, &tb, 0)); }, 10);
+                want.resize(bins);
+                CK(cudaMemcpy(want.data(), counts, bins * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+                row("hist_bins", "cub", name, 0, bins, (long long)bytes, cub, bytes / 1e9 / cub * 1e3, "GB/s", 1.0);
+                CK(cudaFree(temp));
+            } else {
+                cudaGetLastError();
+                printf("cub %s bins=%d: %.1f MiB of temporary storage do not fit: no reference\n", name, bins,
+                       temp_bytes / 1048576.0);
+            }
+            bins_row("smem-vec", name, bins, bytes, cub, counts, want,
+                     [&] { CK(cr_cuda_hist_smem_vec(&h, dt, 0)); });
+            if (bins <= CR_HIST_SMEM_MAX_BINS)
+                bins_row("smem-vec:smem48", name, bins, bytes, cub, counts, want,
+                         [&] { CK(cr_cuda_hist_smem_vec_path(&h, dt, CR_HIST_VEC_SMEM48, 0)); });
+            if (bins >= 4096 && bins <= cap)
+                bins_row("smem-vec:one-copy", name, bins, bytes, cub, counts, want,
+                         [&] { CK(cr_cuda_hist_smem_vec_path(&h, dt, CR_HIST_VEC_ONE_COPY, 0)); });
+            if (bins >= 16384)
+                bins_row("smem-vec:cluster", name, bins, bytes, cub, counts, want,
+                         [&] { CK(cr_cuda_hist_smem_vec_path(&h, dt, CR_HIST_VEC_CLUSTER, 0)); });
+            if (bins > 8 * cap)
+                bins_row("smem-vec:cluster8", name, bins, bytes, cub, counts, want,
+                         [&] { CK(cr_cuda_hist_smem_vec_path(&h, dt, CR_HIST_VEC_CLUSTER8, 0)); });
+            if (bins >= 4096)
+                bins_row("global", name, bins, bytes, cub, counts, want,
+                         [&] { CK(cr_cuda_hist_global(&h, dt, 0)); }, 5, 1000);
+        }
+    }
+    CK(cudaFree(data));
+    CK(cudaFree(counts));
+}
+
+static bool wanted(const char *only, const char *sweep)
+{
+    if (!only)
+        return true;
+    size_t n = strlen(sweep);
+    for (const char *p = only; (p = strstr(p, sweep)) != NULL; p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
-    DIE_IF(argc < 2, "usage: %s results.csv [fp64-seconds]", argv[0]);
+    DIE_IF(argc < 2, "usage: %s results.csv [fp64-seconds [sweeps]]", argv[0]);
+    const char *only = argc > 3 ? argv[3] : NULL;
     csv = fopen(argv[1], "w");
     DIE_IF(!csv, "cannot write %s", argv[1]);
     double fp64_budget_s = argc > 2 ? atof(argv[2]) : 120;
@@ -231,11 +333,15 @@ int main(int argc, char **argv)
     gpu_timer_create(&timer);
     CK(cublasCreate(&blas));
     gpu_device dev = gpu_run_begin(stdout, argv[1]);
-    for (int n : {1024, 2048, 4096, 8192})
-        ata_fp32(n);
-    hist_sweep();
+    if (wanted(only, "ata_f32"))
+        for (int n : {1024, 2048, 4096, 8192})
+            ata_fp32(n);
+    if (wanted(only, "hist"))
+        hist_sweep();
+    if (wanted(only, "hist_bins"))
+        hist_bins();
     time_t start = time(NULL);
-    for (int n = 2000; n <= 18000 && difftime(time(NULL), start) < fp64_budget_s; n += 2000)
+    for (int n = 2000; n <= 18000 && wanted(only, "ata_f64") && difftime(time(NULL), start) < fp64_budget_s; n += 2000)
         ata_fp64(n);
     gpu_run_end(&dev, stdout);
     fclose(csv);
@@ -247,5 +353,7 @@ int main(int argc, char **argv)
     printf("  smem-vec vs CUB, 512 MiB u8:              %.2fx (target >= 1.1)  [%.4f ms vs %.4f ms]\n", best_speed[2],
            best_speed[4], best_speed[5]);
     printf("  smem-vec rate / D2D copy rate (%.0f GB/s): %.0f%% (target >= 80%%)\n", best_speed[6], best_speed[3] * 100);
-    return 0;
+    if (wanted(only, "hist_bins"))
+        printf("  hist_bins: %d kernels' counts differ from CUB's\n", bins_mismatches);
+    return bins_mismatches ? 1 : 0;
 }

@@ -85,8 +85,9 @@ typedef struct {
     unsigned long long *counts;  /* bins entries, zeroed by the caller */
 } cr_hist_job;
 
-/* The histograms jobs[0..n) (all of dtype dt and `bins` bins <= CR_BATCH_MAX_BINS, the longest
- * max_count elements) in one launch: a grid row of privatized-bin blocks per histogram. */
+/* The histograms jobs[0..n) (all of dtype dt and `bins` bins, the longest max_count elements) in
+ * one launch: a grid row of privatized-bin blocks per histogram. Batches stop at
+ * CR_BATCH_MAX_BINS; a single histogram (the smem-batched row) may have any bins. */
 cudaError_t cr_cuda_hist_batched(const cr_hist_job *jobs, int n, int bins, int64_t max_count, cr_dtype dt,
                                  cudaStream_t s);
 /* Fills a job from a histogram's device view; cudaErrorInvalidValue when its range is invalid. */

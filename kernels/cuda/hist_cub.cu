@@ -7,13 +7,20 @@
  *
  * CUB counts in 32 bits (as it is benchmarked); the data goes through in chunks of at most 2^31
  * elements so no counter can wrap, and each chunk's counts are added to the 64-bit output. The
- * caller's scratch holds CUB's temporary storage followed by the 32-bit counters. */
+ * caller's scratch holds CUB's temporary storage followed by the 32-bit counters.
+ *
+ * Past 256 bins CUB privatizes in global memory: its temporary storage is one copy of the bins
+ * per block of a full grid (1.6 GiB at 2^20 bins on an H200, ~400 blocks of 4 MiB; 25 GiB at
+ * 2^24, the --max-bins ceiling). Chunks are halved until that fits CUB_TEMP_CAP (fewer tiles, fewer
+ * blocks): slow at such sizes, but it answers where it would otherwise not fit the card. */
 #include <cub/device/device_histogram.cuh>
 #include <thrust/iterator/transform_iterator.h>
 
 #include "kernels/cuda/hist_bin.cuh"
 
 #define CHUNK_ELEMS ((int64_t)1 << 31)
+#define CUB_TEMP_CAP ((size_t)4 << 30)
+#define MIN_CHUNK_ELEMS ((int64_t)1 << 16)
 
 struct numpy_bin_index {
     cr_hist_params p;
@@ -43,14 +50,34 @@ static cudaError_t cub_chunk(const cr_hist_dev *h, const cr_hist_params &p, bool
                                                h->bins, n, s);
 }
 
+/* The chunk length (and CUB's storage for it): the longest, at most CHUNK_ELEMS, whose storage
+ * fits CUB_TEMP_CAP. */
+template <typename T>
+static cudaError_t cub_chunk_elems(const cr_hist_dev *h, const cr_hist_params &p, bool identity, int64_t *elems,
+                                   size_t *cub_bytes, cudaStream_t s)
+{
+    int64_t n = h->count < CHUNK_ELEMS ? h->count : CHUNK_ELEMS;
+    if (n < 1)
+        n = 1;
+    for (;;) {
+        cudaError_t e = cub_chunk<T>(h, p, identity, 0, n, NULL, cub_bytes, NULL, s);
+        if (e != cudaSuccess)
+            return e;
+        if (*cub_bytes <= CUB_TEMP_CAP || n <= MIN_CHUNK_ELEMS)
+            break;
+        n = (n + 1) / 2;
+    }
+    *elems = n;
+    return cudaSuccess;
+}
+
 template <typename T>
 static cudaError_t run_cub(const cr_hist_dev *h, const cr_hist_params &p, bool identity, void *temp,
                            size_t *temp_bytes, cudaStream_t s)
 {
-    int64_t first_chunk = h->count < CHUNK_ELEMS ? h->count : CHUNK_ELEMS;
+    int64_t chunk = 0;
     size_t cub_bytes = 0;
-    cudaError_t e = cub_chunk<T>(h, p, identity, 0, first_chunk > 0 ? first_chunk : 1, NULL,
-                                 &cub_bytes, NULL, s);
+    cudaError_t e = cub_chunk_elems<T>(h, p, identity, &chunk, &cub_bytes, s);
     if (e != cudaSuccess)
         return e;
     size_t need = align_up(cub_bytes) + (size_t)h->bins * sizeof(unsigned);
@@ -61,8 +88,8 @@ static cudaError_t run_cub(const cr_hist_dev *h, const cr_hist_params &p, bool i
     if (*temp_bytes < need)
         return cudaErrorInvalidValue;
     unsigned *chunk_counts = (unsigned *)((char *)temp + align_up(cub_bytes));
-    for (int64_t first = 0; first < h->count; first += CHUNK_ELEMS) {
-        int64_t n = h->count - first < CHUNK_ELEMS ? h->count - first : CHUNK_ELEMS;
+    for (int64_t first = 0; first < h->count; first += chunk) {
+        int64_t n = h->count - first < chunk ? h->count - first : chunk;
         size_t bytes = cub_bytes;
         e = cub_chunk<T>(h, p, identity, first, n, temp, &bytes, chunk_counts, s);
         if (e != cudaSuccess)

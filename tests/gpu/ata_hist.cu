@@ -4,7 +4,9 @@
  * m-term dot product), output poisoned with NaN first so an unwritten element fails.
  * Histograms: every kernel exact against a CPU count: lengths around the 16-byte vector,
  * unaligned starts, all-equal bytes, floats on the edges, at lo and hi, outside, NaN, and a few
- * answers taken from numpy itself. Ends with "ata_hist: N passed, M failed". */
+ * answers taken from numpy itself; float32/float64 with many bins (4096 up to the API's limits,
+ * 2^20 by default and 2^24 with --max-bins) through every path of smem-vec (hist_smem_vec.h) and
+ * the smem-batched kernel run alone. Ends with "ata_hist: N passed, M failed". */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/hist_bin.cuh"
+#include "kernels/cuda/hist_smem_vec.h"
 
 static int passed, failed;
 
@@ -160,10 +163,63 @@ static cudaError_t run_cub(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
     return e;
 }
 
-static const hist_kernel hist_kernels[] = {
-    {"global", cr_cuda_hist_global}, {"smem", cr_cuda_hist_smem},
-    {"smem-vec", cr_cuda_hist_smem_vec}, {"cub", run_cub},
+/* The smem-batched row's way to run one histogram (launchers.cu): its job in device memory. */
+static cudaError_t run_batched(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
+{
+    if (!cr_hist_dtype_ok(dt))
+        return cudaErrorNotSupported;
+    cr_hist_job job, *djob = NULL;
+    cudaError_t e = cr_hist_job_make(h, dt, &job);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(h->counts, 0, (size_t)h->bins * sizeof(unsigned long long), s);
+    if (e != cudaSuccess || h->count == 0)
+        return e;
+    e = cudaMalloc(&djob, sizeof job);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(djob, &job, sizeof job, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cr_cuda_hist_batched(djob, 1, h->bins, h->count, dt, s);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s);
+    cudaFree(djob);
+    return e;
+}
+
+/* smem-vec through each of its paths, whatever the bins would make it pick. */
+static cudaError_t vec_smem48(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
+{
+    return cr_cuda_hist_smem_vec_path(h, dt, CR_HIST_VEC_SMEM48, s);
+}
+static cudaError_t vec_one_copy(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
+{
+    return cr_cuda_hist_smem_vec_path(h, dt, CR_HIST_VEC_ONE_COPY, s);
+}
+static cudaError_t vec_cluster(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
+{
+    return cr_cuda_hist_smem_vec_path(h, dt, CR_HIST_VEC_CLUSTER, s);
+}
+static cudaError_t vec_cluster8(const cr_hist_dev *h, cr_dtype dt, cudaStream_t s)
+{
+    return cr_cuda_hist_smem_vec_path(h, dt, CR_HIST_VEC_CLUSTER8, s);
+}
+
+/* max_bins: a forced path that holds only so many (0: any; -1: one block's opt-in shared
+ * memory, read from the device). */
+struct hist_kernel_row { hist_kernel k; int max_bins; };
+static const hist_kernel_row hist_kernels[] = {
+    {{"global", cr_cuda_hist_global}, 0}, {{"smem", cr_cuda_hist_smem}, 0},
+    {{"smem-vec", cr_cuda_hist_smem_vec}, 0}, {{"cub", run_cub}, 0}, {{"smem-batched", run_batched}, 0},
+    {{"smem-vec:smem48", vec_smem48}, CR_HIST_SMEM_MAX_BINS}, {{"smem-vec:one-copy", vec_one_copy}, -1},
+    {{"smem-vec:cluster", vec_cluster}, 0}, {{"smem-vec:cluster8", vec_cluster8}, 0},
 };
+
+static int optin_bins(void)
+{
+    int dev = 0, bytes = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    return bytes / 4;
+}
 
 /* Runs every kernel on bytes [offset, offset+len) of `host` placed at the same offset from a
  * 256-byte aligned device buffer, and compares with `want`. */
@@ -178,7 +234,10 @@ static void check_hist(const char *what, const void *host, size_t elem, int64_t 
         goto out;
     if (count && !cuda_ok(cudaMemcpy(dbuf + offset, host, count * elem, cudaMemcpyHostToDevice), what))
         goto out;
-    for (const hist_kernel &k : hist_kernels) {
+    for (const hist_kernel_row &row : hist_kernels) {
+        const hist_kernel &k = row.k;
+        if (row.max_bins && bins > (row.max_bins < 0 ? optin_bins() : row.max_bins))
+            continue;
         char name[200];
         snprintf(name, sizeof name, "hist %s %s", k.name, what);
         cr_hist_dev h = {count, dbuf + offset, bins, lo, hi, dcounts};
@@ -300,6 +359,62 @@ static void test_hist_floats_of(cr_dtype dt)
             }
 }
 
+template <typename T> static T ulp_beside(T x, double dir)
+{
+    return sizeof(T) == 4 ? (T)nextafterf((float)x, (float)dir) : (T)nextafter((double)x, dir);
+}
+
+/* Many bins: edges drawn across the whole range (there are more edges than values at 2^24 bins),
+ * each as T and one ulp of T either side of it, the first and last edges, lo, hi and one ulp
+ * outside them, NaN, ±inf, then values across the range and 20% beyond it. */
+template <typename T>
+static std::vector<T> many_bin_values(int64_t count, const cr_hist_params &p)
+{
+    std::vector<T> v;
+    for (int i : {0, 1, p.bins - 1, p.bins}) {
+        T e = (T)cr_hist_edge(p, i);
+        v.insert(v.end(), {e, ulp_beside(e, INFINITY), ulp_beside(e, -INFINITY)});
+    }
+    const T special[] = {(T)p.lo, (T)p.hi, ulp_beside((T)p.hi, INFINITY), ulp_beside((T)p.lo, -INFINITY),
+                         (T)NAN, (T)INFINITY, (T)-INFINITY, (T)NAN};
+    v.insert(v.end(), special, special + 8);
+    while ((int64_t)v.size() + 3 <= count / 2) {
+        T e = (T)cr_hist_edge(p, (int)(rnd() % ((uint64_t)p.bins + 1)));
+        v.insert(v.end(), {e, ulp_beside(e, INFINITY), ulp_beside(e, -INFINITY)});
+    }
+    while ((int64_t)v.size() < count)
+        v.push_back((T)uniform(p.lo - 0.2 * p.span, p.hi + 0.2 * p.span));
+    v.resize(count);
+    shuffle(v);
+    return v;
+}
+
+/* float32/float64 with 4096 bins and more: around each path's limit (12,288 in 48 KiB, 58,112 in
+ * one block's opt-in shared memory on Hopper, 8 and 16 of those in a cluster), and the API's
+ * bins limits (1 << 20 by default, 1 << 24 the most --max-bins allows). */
+template <typename T>
+static void test_hist_many_bins_of(cr_dtype dt)
+{
+    const int cap = optin_bins();
+    const int bin_counts[] = {4096, 5000, 12288, 12289, 16384, cap, cap + 1, 65536, 100003,
+                              8 * cap + 1, 16 * cap + 1, 1 << 20, 1 << 24};
+    const double ranges[][2] = {{-1.7, 3.1}, {0.0, 1.0}};
+    for (int bins : bin_counts)
+        for (int64_t len : {(int64_t)17, (int64_t)1000003})
+            for (size_t off_elems : {0, 1}) {
+                const double *r = ranges[(bins + len) % 2];
+                cr_hist_dev hd = {len, NULL, bins, r[0], r[1], NULL};
+                cr_hist_params p = {};
+                cr_hist_make_params(&hd, dt, &p);
+                std::vector<T> data = many_bin_values<T>(len, p);
+                std::vector<uint64_t> want = host_counts(data, p);
+                char what[128];
+                snprintf(what, sizeof what, "%s many bins len=%lld bins=%d range=[%g,%g] offset=%zu",
+                         sizeof(T) == 4 ? "f32" : "f64", (long long)len, bins, r[0], r[1], off_elems);
+                check_hist(what, data.data(), sizeof(T), len, off_elems * sizeof(T), dt, bins, r[0], r[1], want);
+            }
+}
+
 /* Integers of every width, binned as float64 the way numpy does: values on and next to every
  * integer edge, the type's extremes (where 64-bit values round on the way to double), and
  * random ones across and beyond the range, at odd lengths and misaligned starts. */
@@ -367,7 +482,8 @@ static void test_hist_invalid(void)
     cudaMalloc(&dc, 64);
     cr_hist_dev bad_range = {0, NULL, 4, 2.0, 1.0, dc}, bad_bins = {0, NULL, 0, 0.0, 1.0, dc};
     cr_hist_dev inf_range = {0, NULL, 4, 0.0, INFINITY, dc};
-    for (const hist_kernel &k : hist_kernels) {
+    for (const hist_kernel_row &row : hist_kernels) {
+        const hist_kernel &k = row.k;
         expect(k.fn(&bad_range, CR_DT_F32, 0) == cudaErrorInvalidValue, "hist lo > hi is invalid");
         expect(k.fn(&bad_bins, CR_DT_F32, 0) == cudaErrorInvalidValue, "hist 0 bins is invalid");
         expect(k.fn(&inf_range, CR_DT_F64, 0) == cudaErrorInvalidValue, "hist infinite range is invalid");
@@ -382,6 +498,8 @@ int main(void)
     test_hist_bytes();
     test_hist_floats_of<float>(CR_DT_F32);
     test_hist_floats_of<double>(CR_DT_F64);
+    test_hist_many_bins_of<float>(CR_DT_F32);
+    test_hist_many_bins_of<double>(CR_DT_F64);
     test_hist_ints_of<int8_t>(CR_DT_I8, "i8", -100, 117);
     test_hist_ints_of<uint8_t>(CR_DT_U8, "u8 numpy bins", 3, 250);
     test_hist_ints_of<uint16_t>(CR_DT_U16, "u16", 10, 60001);
