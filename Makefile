@@ -232,4 +232,12 @@ $(BUILD)/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
 
+# gemm_wgmma.cu alone is built for sm_90a (wgmma, setmaxnreg); every other file stays on
+# CUDA_ARCH. The -gencode form: nvcc 13.0's -arch=sm_90a also ran a plain sm_90 pass that rejects them.
+ifneq ($(NVCC),)
+$(BUILD)/kernels/cuda/gemm_wgmma.o: kernels/cuda/gemm_wgmma.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(filter-out -arch=$(CUDA_ARCH),$(NVFLAGS)) -gencode=arch=compute_90a,code=sm_90a -MMD -MP -c -o $@ $<
+endif
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,8 +1,15 @@
 /* Benchmark of our own GEMM kernels against cuBLAS (SGEMM, TF32 tensor cores, DGEMM).
  *
- * usage: gemm OUT.csv [full|quick|profile]
- *   full    squares 128..8192 and the V100 write-up's sweep M=N=128..16384 with K=1024
+ * usage: gemm OUT.csv [full|quick|tc|profile]
+ *   full    squares 128..8192 and the V100 write-up's sweep M=N=128..16384 with K=1024, then the
+ *           tensor-core sweeps (below)
  *   quick   4096³ and 8192³ only, own dbuf candidates vs cuBLAS (tuning)
+ *   tc      the tensor-core sweeps only: squares 1024..8192, sweep `tf32` (cublas-tf32 against
+ *           tc-tf32) and `f16`, `bf16` (cuBLAS GemmEx with FP32 accumulation, through the
+ *           registry's own launcher, against tc), with tc's forced tile configurations beside
+ *           (tc-big, tc-mid, tc-small) and, for f16/bf16, tc-wgmma (the wgmma kernel at any size)
+ *           and tc-mma (mma.sync only, `tc` before gemm_wgmma.cu); ratios against the cuBLAS of
+ *           the same dtype/precision
  *   profile [V] one dbuf launch at 4096³ (for ncu), V = candidate number (0: shipped)
  * Timing: tools/gpu/harness.cuh (warm-up, L2 flushed before each repeat, median of 3..30
  * repeats, as many as fit ~150 ms per kernel and shape), random inputs in [-1, 1].
@@ -16,10 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cuda/cuda_kernels.h"
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
-/* tuning hook in kernels/cuda/gemm_dbuf.cu (not part of the public header) */
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
+
+/* tuning hooks in kernels/cuda/gemm_dbuf.cu and gemm_tc.cu (not part of the public header) */
 extern "C" cudaError_t cr_cuda_gemm_dbuf_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
+extern "C" cudaError_t cr_cuda_gemm_tc_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
 
 
 enum { K_OWN, K_VARIANT, K_CUBLAS, K_TF32 };
@@ -53,6 +65,7 @@ static const bench_kernel all_kernels[] = {
 static struct {
     void *a, *b, *c;
     cublasHandle_t h, htf32;
+    cublasHandle_t hx; /* default math, as the daemon's workers: the float16/bfloat16 reference */
     gpu_timer timer;
     FILE *csv;
 } B;
@@ -96,6 +109,110 @@ static void prepare(const bench_kernel *k, int64_t m, int64_t n, int64_t kk)
         }
     }
     CK(cudaDeviceSynchronize());
+}
+
+/* ---- tensor-core sweeps -------------------------------------------------------------------- */
+
+/* random 16-bit inputs, same generator as fill_kernel, rounded to nearest */
+template <typename T>
+__global__ void fill16_kernel(T *x, size_t n, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        float v = (float)(h & 0xffffff) / 8388608.0f - 1.0f;
+        x[i] = (T)v;
+    }
+}
+
+static void fill_dt(cr_dtype dt, void *x, size_t n, unsigned seed)
+{
+    if (dt == CR_DT_F32)
+        fill_kernel<<<1024, 256>>>((float *)x, n, seed);
+    else if (dt == CR_DT_F16)
+        fill16_kernel<__half><<<1024, 256>>>((__half *)x, n, seed);
+    else
+        fill16_kernel<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16 *)x, n, seed);
+    CK(cudaGetLastError());
+}
+
+enum { TC_CUBLAS, TC_OWN }; /* the cuBLAS of the sweep's precision, or tc (variant 0..7) */
+#define TC_V 9                /* rows per size: cuBLAS and tc's variants 0..7 */
+
+/* One call of a tensor-core sweep's kernel: C = A·B, no transposes, alpha 1, beta 0. */
+static void tc_launch(int kind, int variant, cr_dtype dt, int64_t m, int64_t n, int64_t kk)
+{
+    if (kind == TC_OWN) {
+        cr_gemm_dev g = {m, n, kk, false, false, 1.0, 0.0, B.a, B.b, B.c};
+        CK(cr_cuda_gemm_tc_variant(&g, dt, 0, variant));
+    } else if (dt == CR_DT_F32) { /* TF32 tensor cores, as the cublas-tf32 row */
+        float al = 1.f, be = 0.f;
+        CK(cublasSgemm(B.htf32, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)kk, &al, (const float *)B.b, (int)n,
+                       (const float *)B.a, (int)kk, &be, (float *)B.c, (int)n));
+    } else { /* the registry's cublas row: cublasGemmEx, FP32 accumulation */
+        cr_gemm_task t = {m, n, kk, false, false, 1.0, 0.0, B.a, B.b, NULL, B.c};
+        CK(cr_cublas_gemm_batched(B.hx, &t, dt, false, B.a, B.b, B.c, 1));
+    }
+}
+
+typedef struct {
+    const char *sweep;
+    cr_dtype dt;
+    double ms4[TC_V], ms8[TC_V]; /* cuBLAS, then tc's variants 0.. at 4096³ and 8192³ */
+} tc_sweep;
+
+/* variant v-1 of cr_cuda_gemm_tc_variant: the shipped choice, its three tile configurations,
+ * two tuning candidates (bench/NOTES-gemm.md), then for FP16/BF16 the wgmma kernel at any size
+ * (tc-wgmma) and the mma.sync choice with wgmma off (tc-mma, what `tc` was before gemm_wgmma.cu);
+ * TF32 has no wgmma path, so it skips those two rows (NULL) */
+static const char *const tc_names[2][TC_V] = {
+    {"cublas-tf32", "tc-tf32", "tc-tf32-big", "tc-tf32-mid", "tc-tf32-small", "tc-tf32-big4", "tc-tf32-tall", NULL,
+     NULL},
+    {"cublas", "tc", "tc-big", "tc-mid", "tc-small", "tc-big4", "tc-tall", "tc-wgmma", "tc-mma"}};
+
+static void bench_tc_sweep(tc_sweep *sw)
+{
+    static const int64_t sq[] = {1024, 2048, 3072, 4096, 6144, 8192};
+    static unsigned seed = 1000;
+    for (size_t i = 0; i < sizeof sq / sizeof sq[0]; i++) {
+        int64_t s = sq[i];
+        size_t ne = (size_t)(s * s);
+        fill_dt(sw->dt, B.a, ne, seed++);
+        fill_dt(sw->dt, B.b, ne, seed++);
+        CK(cudaDeviceSynchronize());
+        double ref = 0;
+        for (int v = 0; v < TC_V; v++) {
+            if (!tc_names[sw->dt != CR_DT_F32][v])
+                continue;
+            int kind = v == 0 ? TC_CUBLAS : TC_OWN, variant = v == 0 ? 0 : v - 1;
+            double ms = gpu_time_median_ms(&B.timer, [&] { tc_launch(kind, variant, sw->dt, s, s, s); }, 30, 0, 150.0);
+            if (v == 0)
+                ref = ms;
+            fprintf(B.csv, "%s,%s,%s,%lld,%lld,%lld,%.4f,%.1f,%.3f\n", sw->sweep, tc_names[sw->dt != CR_DT_F32][v],
+                    cr_dtype_name(sw->dt), (long long)s, (long long)s, (long long)s, ms, 2.0 * s * s * s / (ms * 1e6),
+                    ref / ms);
+            fflush(B.csv);
+            if (s == 4096)
+                sw->ms4[v] = ms;
+            if (s == 8192)
+                sw->ms8[v] = ms;
+        }
+        fprintf(stderr, "%s %lld done\n", sw->sweep, (long long)s);
+    }
+}
+
+static void print_tc(const tc_sweep *sw, int n)
+{
+    printf("\ntensor cores          4096^3: ms  TFLOP/s  vs cuBLAS    8192^3: ms  TFLOP/s  vs cuBLAS\n");
+    for (int i = 0; i < n; i++)
+        for (int v = 0; v < TC_V; v++)
+            if (tc_names[sw[i].dt != CR_DT_F32][v])
+                printf("%-5s %-14s %10.3f %8.1f %8.3f %13.3f %8.1f %8.3f\n", sw[i].sweep,
+                       tc_names[sw[i].dt != CR_DT_F32][v], sw[i].ms4[v], 2.0 * 4096 * 4096 * 4096 / (sw[i].ms4[v] * 1e9),
+                       sw[i].ms4[0] / sw[i].ms4[v], sw[i].ms8[v], 2.0 * 8192.0 * 8192 * 8192 / (sw[i].ms8[v] * 1e9),
+                       sw[i].ms8[0] / sw[i].ms8[v]);
 }
 
 static void launch(const bench_kernel *k, int64_t m, int64_t n, int64_t kk)
@@ -185,6 +302,7 @@ int main(int argc, char **argv)
     CK(cublasCreate(&B.htf32));
     CK(cublasSetMathMode(B.h, CUBLAS_PEDANTIC_MATH)); /* exact FP32: no tensor-core shortcut */
     CK(cublasSetMathMode(B.htf32, CUBLAS_TF32_TENSOR_OP_MATH));
+    CK(cublasCreate(&B.hx));
 
     if (!strcmp(mode, "profile")) {
         gpu_print_clocks(stdout); /* no CSV to put a sidecar beside; ncu sets its own clocks (base) */
@@ -212,6 +330,16 @@ int main(int argc, char **argv)
     }
     result r4[MAXROW], r8[MAXROW];
     int n4 = 0, n8 = 0;
+    tc_sweep tcs[3] = {{"tf32", CR_DT_F32, {0}, {0}}, {"f16", CR_DT_F16, {0}, {0}}, {"bf16", CR_DT_BF16, {0}, {0}}};
+    if (!strcmp(mode, "tc")) {
+        for (int i = 0; i < 3; i++)
+            bench_tc_sweep(&tcs[i]);
+        gpu_run_end(&dev, stdout);
+        print_tc(tcs, 3);
+        fclose(B.csv);
+        gpu_timer_destroy(&B.timer);
+        return 0;
+    }
     if (!strcmp(mode, "quick")) {
         n4 = bench_shape("square", 4096, 4096, 4096, use_fast, r4);
         n8 = bench_shape("square", 8192, 8192, 8192, use_fast, r8);
@@ -240,10 +368,14 @@ int main(int argc, char **argv)
             }
             printf("sweep K=1024 %7lld %10.3f %9.3f %8.3f\n", (long long)sw[i], cu, db, cu / db);
         }
+        for (int i = 0; i < 3; i++)
+            bench_tc_sweep(&tcs[i]);
     }
     gpu_run_end(&dev, stdout);
     print_table(4096, r4, n4);
     print_table(8192, r8, n8);
+    if (strcmp(mode, "quick"))
+        print_tc(tcs, 3);
     fclose(B.csv);
     gpu_timer_destroy(&B.timer);
     return 0;

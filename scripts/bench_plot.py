@@ -3,7 +3,8 @@
 
     scripts/bench_plot.py bench/results
 
-Reads gemm.csv (sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas) and ata_hist.csv
+Reads gemm.csv and gemm_tc.csv (sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas; gemm_tc.csv
+holds the tensor-core sweeps tf32, f16 and bf16 of `bench/gemm OUT tc`) and ata_hist.csv
 (sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref) where present, and beside each
 the device it ran on with its peaks (gemm.device.json, ata_hist.device.json: written by
 tools/gpu/harness.cuh's gpu_run_begin). Writes one PNG per sweep (rate against size, one line
@@ -32,8 +33,12 @@ HIST_512MB = [("CPU, one thread", 350.0), ("GPU global atomics", 213.0), ("GPU g
 HIST_OURS = {"global": "GPU global atomics", "smem": "GPU shared-memory bins",
              "smem-vec": "GPU shared bins, 16-byte loads (smem-vec)", "cub": "CUB HistogramEven"}
 
-SOURCES = ("gemm", "ata_hist")  # NAME.csv and its NAME.device.json
-FAMILY = {"float32": "f32", "f32": "f32", "float64": "f64", "f64": "f64"}
+SOURCES = ("gemm", "gemm_tc", "ata_hist")  # NAME.csv and its NAME.device.json
+FAMILY = {"float32": "f32", "f32": "f32", "float64": "f64", "f64": "f64", "float16": "f16", "bfloat16": "bf16"}
+# The tensor-core sweeps (bench/gemm.cu's tc mode) are held against their own tensor peak, whatever
+# the dtype says: the TF32 sweep's data is float32 but its kernels run on the TF32 tensor cores.
+TENSOR_SWEEPS = {"gemm_tf32": ("tf32_tensor_gflops", "TF32 tensor"), "gemm_f16": ("fp16_tensor_gflops", "FP16 tensor"),
+                 "gemm_bf16": ("bf16_tensor_gflops", "BF16 tensor")}
 # The peaks a GFLOP/s chart is drawn against, by the dtypes it shows: (sidecar key, name,
 # drawn however far above the data). cuBLAS DGEMM runs on the FP64 tensor cores, above the FP64
 # lanes' peak, hence both. The lower-precision tensor peaks are drawn on FP32 charts only within
@@ -69,14 +74,16 @@ def read_device(outdir, name):
         return None
 
 
-def normalized(gemm_rows, ata_rows):
-    """One shape for both files: (sweep, kernel, dtype, x, rate, unit, ms, source file's name)."""
+def normalized(gemm_rows, ata_rows, tc_rows=()):
+    """One shape for all files: (sweep, kernel, dtype, x, rate, unit, ms, source file's name)."""
     out = []
-    for r in gemm_rows:
-        out.append(("gemm_" + r["sweep"], r["kernel"], r["dtype"], int(r["m"]), float(r["gflops"]),
-                    "GFLOP/s", float(r["ms"]), "gemm"))
+    for rows, source in ((gemm_rows, "gemm"), (tc_rows, "gemm_tc")):
+        for r in rows:
+            out.append(("gemm_" + r["sweep"], r["kernel"], r["dtype"], int(r["m"]), float(r["gflops"]),
+                        "GFLOP/s", float(r["ms"]), source))
     for r in ata_rows:
-        x = int(r["k_or_bytes"]) if r["sweep"].startswith("hist") else int(r["n"])
+        # hist_bins is drawn against the bins (its n), the other histogram sweeps against bytes
+        x = int(r["k_or_bytes"]) if r["sweep"].startswith("hist") and r["sweep"] != "hist_bins" else int(r["n"])
         out.append((r["sweep"], r["kernel"], r["dtype"], x, float(r["rate"]), r["unit"], float(r["ms"]),
                     "ata_hist"))
     return out
@@ -91,7 +98,9 @@ def chart_peaks(sel, dev):
     Equal peaks (FP32 and FP64 tensor on an H100) share one line. Rates other than GFLOP/s and
     GB/s (a chart of times) have no peak."""
     unit = sel[0][5]
-    if unit == "GB/s":
+    if sel[0][0] in TENSOR_SWEEPS:
+        wanted = [TENSOR_SWEEPS[sel[0][0]] + (True,)]
+    elif unit == "GB/s":
         wanted = [("hbm_gbs", "HBM bandwidth", True)]
     elif unit == "GFLOP/s":
         families = {FAMILY.get(r[2]) for r in sel}
@@ -147,7 +156,7 @@ def plot(rows, devices, outdir):
         ax.set_yscale("log")  # tf32 and naive differ 100x: a linear axis hides the own kernels
         if devices.get(sel[0][7]):
             draw_peaks(ax, *chart_peaks(sel, devices[sel[0][7]]))
-        ax.set_xlabel("bytes" if sweep.startswith("hist") else "size (m = n)")
+        ax.set_xlabel("bins" if sweep == "hist_bins" else "bytes" if sweep.startswith("hist") else "size (m = n)")
         # symtile and SYRK compute one triangle: they can pass the peak line by up to 2x
         ax.set_ylabel(sel[0][5] + (" (counting the full 2·m·n²)" if sweep.startswith("ata") else ""))
         ax.set_title(sweep)
@@ -212,14 +221,15 @@ def own_best(rows):
 
 def fraction_lines(rows, devices):
     lines = ["### Our best kernel at each sweep's largest size, as a fraction of the device's peak", "",
-             "Our kernels use the FMA lanes (no tensor cores) or stream from DRAM, so the peak is FP32, FP64 "
-             "or HBM. AᵀA rates count the full 2·m·n² product while symtile computes one triangle (about "
+             "Our kernels use the FMA lanes or stream from DRAM, so the peak is FP32, FP64 or HBM, except in "
+             "the tensor-core sweeps (gemm_tf32, gemm_f16, gemm_bf16): their tensor peak. AᵀA rates count the full 2·m·n² product while symtile computes one triangle (about "
              "half of it): its fraction can reach 200%.", "",
              "| sweep | dtype | size | kernel | rate | peak | fraction |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in own_best(rows):
-        key, name = OWN_PEAK.get("GB/s" if r[5] == "GB/s" else FAMILY.get(r[2]), (None, None))
+        key, name = TENSOR_SWEEPS.get(r[0]) or OWN_PEAK.get("GB/s" if r[5] == "GB/s" else FAMILY.get(r[2]),
+                                                             (None, None))
         peak = (devices.get(r[7]) or {}).get(key)
-        size = f"{r[3] >> 20} MiB" if r[5] == "GB/s" else str(r[3])
+        size = f"{r[3]:,} bins" if r[0] == "hist_bins" else f"{r[3] >> 20} MiB" if r[5] == "GB/s" else str(r[3])
         held = f"{name} {fmt_rate(peak, r[5])} | {100 * r[4] / peak:.1f}%" if peak else "unknown | –"
         lines.append(f"| {r[0]} | {r[2]} | {size} | {r[1]} | {fmt_rate(r[4], r[5])} | {held} |")
     return lines + [""]
@@ -244,6 +254,46 @@ def dtype_lines(rows):
     return lines
 
 
+def bins_lines(rows):
+    """Float histograms by bins (hist_bins: 256 MiB, uniform over [-1, 1]), each kernel's GB/s and × CUB."""
+    sel = [r for r in rows if r[0] == "hist_bins"]
+    if not sel:
+        return []
+    kernels = sorted({r[1] for r in sel}, key=lambda k: (k != "cub", k != "smem-vec", k))
+    lines = ["", "## Float histograms by bins, 256 MiB uniform over [-1, 1] (GB/s of input; × CUB HistogramEven)", "",
+             "| dtype | bins | " + " | ".join(kernels) + " |", "| --- | --- |" + " --- |" * len(kernels)]
+    for dtype in dict.fromkeys(r[2] for r in sel):
+        for bins in sorted({r[3] for r in sel if r[2] == dtype}):
+            cub = next((r for r in sel if r[2] == dtype and r[3] == bins and r[1] == "cub"), None)
+            cells = []
+            for k in kernels:
+                r = next((r for r in sel if r[2] == dtype and r[3] == bins and r[1] == k), None)
+                ratio = f" ({cub[6] / r[6]:.2f}×)" if r and cub and k != "cub" else ""
+                cells.append(f"{fmt(r and r[4], 0)}{ratio}")
+            lines.append(f"| {dtype} | {bins:,} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def tensor_lines(rows):
+    """Own tensor-core GEMM (tc-tf32, tc) against cuBLAS of the same precision, squares."""
+    pairs = [("gemm_tf32", "cublas-tf32", "tc-tf32", "TF32"), ("gemm_f16", "cublas", "tc", "FP16"),
+             ("gemm_bf16", "cublas", "tc", "BF16")]
+    sizes = sorted({r[3] for r in rows if r[0] in TENSOR_SWEEPS})
+    if not sizes:
+        return []
+    lines = ["", "## Tensor-core GEMM, m = n = k (TFLOP/s; × = cuBLAS time / ours, same run)", "",
+             "| size | " + " | ".join(f"cuBLAS {p} | tc {p} | ×" for *_, p in pairs) + " |",
+             "| --- |" + " --- | --- | --- |" * len(pairs)]
+    for n in sizes:
+        cells = []
+        for sweep, ref, own, _ in pairs:
+            a, b = find(rows, sweep, ref, n), find(rows, sweep, own, n)
+            ratio = a[6] / b[6] if a and b else None
+            cells.append(f"{fmt(a and a[4] / 1e3, 1)} | {fmt(b and b[4] / 1e3, 1)} | {fmt(ratio)}")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def summary(rows, devices, outdir):
     lines = ["# Kernel benchmark summary", "",
              "Our numbers are medians from this run's CSV files; the published ones come from the seed "
@@ -259,6 +309,7 @@ def summary(rows, devices, outdir):
         sy = ms[2] / ms[1] if ms[2] and ms[1] else None
         lines.append(f"| {n} | {fmt(ms[0], 3)} | {fmt(ms[1], 3)} | {fmt(ms[2], 3)} | {fmt(ms[3], 3)} | "
                      f"{fmt(sg)}× | {fmt(sy)}× |")
+    lines += tensor_lines(rows)
     lines += ["", "## AᵀA FP64, the C2075 write-up's table (ms)", "",
               "| A size | C2075 cuBLAS DGEMM | C2075 basic | C2075 optimized | ours DGEMM | ours DSYRK | ours symtile |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -284,6 +335,7 @@ def summary(rows, devices, outdir):
     c = find(rows, "hist_u8", "d2d-copy", mib512)
     lines.append(f"| device-to-device copy (read + write) | | {fmt(c and c[6], 4)} ({fmt(c and c[4], 0)} GB/s) |")
     lines += dtype_lines(rows)
+    lines += bins_lines(rows)
     path = os.path.join(outdir, "summary.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -292,9 +344,10 @@ def summary(rows, devices, outdir):
 
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
-    rows = normalized(read(os.path.join(outdir, "gemm.csv")), read(os.path.join(outdir, "ata_hist.csv")))
+    rows = normalized(read(os.path.join(outdir, "gemm.csv")), read(os.path.join(outdir, "ata_hist.csv")),
+                      read(os.path.join(outdir, "gemm_tc.csv")))
     if not rows:
-        print(f"no gemm.csv or ata_hist.csv under {outdir}")
+        print(f"no gemm.csv, gemm_tc.csv or ata_hist.csv under {outdir}")
         return 1
     devices = {name: read_device(outdir, name) for name in SOURCES if any(r[7] == name for r in rows)}
     plot(rows, devices, outdir)

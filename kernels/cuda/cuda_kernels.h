@@ -33,6 +33,16 @@ cudaError_t cr_cuda_gemm_smem(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
 cudaError_t cr_cuda_gemm_blocktile(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 cudaError_t cr_cuda_gemm_vec(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 cudaError_t cr_cuda_gemm_dbuf(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+/* Tensor cores (gemm_tc.cu): tc_tf32 takes CR_DT_F32 and multiplies in TF32; tc takes CR_DT_F16
+ * and CR_DT_BF16 (C in the same dtype). Both accumulate in FP32. */
+cudaError_t cr_cuda_gemm_tc_tf32(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+cudaError_t cr_cuda_gemm_tc(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+/* tc's wgmma + TMA path (gemm_wgmma.cu, sm_90a, compute capability 9.0 only): F16/BF16, any
+ * transposes, base pointers 16-byte aligned and leading dimensions multiples of 8 elements.
+ * applies() says whether it takes g (with any_size false, only problems big enough to gain);
+ * cr_cuda_gemm_wgmma answers cudaErrorNotSupported where it does not apply. */
+bool cr_cuda_gemm_wgmma_applies(const cr_gemm_dev *g, cr_dtype dt, bool any_size);
+cudaError_t cr_cuda_gemm_wgmma(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_worker.h"
+#include "kernels/cuda/launch.h"
 
 static void worker_release(cr_worker *w)
 {
@@ -70,6 +71,7 @@ extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *er
     CR_CHECK(&e, cudaDeviceGetDefaultMemPool(&w->pool, device));
     CR_CHECK(&e, cublasCreate(&w->blas));
     CR_CHECK(&e, cublasSetStream(w->blas, w->stream));
+    CR_CHECK(&e, cublasSetMathMode(w->blas, CR_CUBLAS_MATH));
     CR_CHECK(&e, warm_cublas(w, &e));
     *out = w;
     return CR_OK;

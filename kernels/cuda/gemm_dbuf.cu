@@ -96,18 +96,6 @@ __device__ __forceinline__ void dbuf_fetch(dbuf_src<BO, BK, NT, KCONTIG> &s, int
     }
 }
 
-/* Which tile of C this block owns: groups of GEMM_GROUP tile-rows, column-major inside a
- * group, so consecutive blocks reuse the same B panel and a few A panels. */
-__device__ __forceinline__ void dbuf_tile(int64_t tiles_m, int64_t tiles_n, int64_t *tm, int64_t *tn)
-{
-    int64_t bid = blockIdx.x;
-    int64_t per_group = (int64_t)GEMM_GROUP * tiles_n;
-    int64_t first = bid / per_group * GEMM_GROUP;
-    int64_t rows = tiles_m - first < GEMM_GROUP ? tiles_m - first : GEMM_GROUP;
-    int64_t in = bid % per_group;
-    *tm = first + in % rows;
-    *tn = in / rows;
-}
 
 /* This thread's fragments for one k: 4·QM values of op(A), 4·QN of op(B), as float4 reads
  * of the k-major tiles. */
@@ -209,7 +197,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) gemm_dbuf_kernel(gemm_args<flo
     const int am = (warp / C::WARPS_N) * C::WM + lm * 4; /* this thread's first row in the tile */
     const int bn = (warp % C::WARPS_N) * C::WN + ln * 4; /* and first column */
     int64_t tm, tn;
-    dbuf_tile(gemm_cdiv(p.m, C::BM), gemm_cdiv(p.n, C::BN), &tm, &tn);
+    gemm_grouped_tile(GEMM_GROUP, gemm_cdiv(p.m, C::BM), gemm_cdiv(p.n, C::BN), &tm, &tn);
     const int64_t m0 = tm * C::BM, n0 = tn * C::BN;
 
     float acc[4 * C::QM][4 * C::QN];

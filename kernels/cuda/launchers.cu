@@ -29,6 +29,8 @@ OWN_GEMM(smem)
 OWN_GEMM(blocktile)
 OWN_GEMM(vec)
 OWN_GEMM(dbuf)
+OWN_GEMM(tc_tf32)
+OWN_GEMM(tc)
 
 /* C(m×n) = alpha·op(A)·op(B) + beta·C for `batch` problems at strides of one matrix each. */
 static cublasStatus_t gemm_strided(cublasHandle_t h, const cr_gemm_dev *g, cr_dtype dt, int batch)
@@ -46,6 +48,14 @@ static cublasStatus_t gemm_strided(cublasHandle_t h, const cr_gemm_dev *g, cr_dt
                                          (double *)g->c, ldc, sc, batch);
     }
     float alpha = (float)g->alpha, beta = (float)g->beta;
+    if (dt == CR_DT_F16 || dt == CR_DT_BF16) { /* 16-bit in and out, FP32 accumulation and scalars */
+        cudaDataType_t t = dt == CR_DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+        if (batch == 1)
+            return cublasGemmEx(h, op_b, op_a, n, m, k, &alpha, g->b, t, ldb, g->a, t, lda, &beta, g->c, t, ldc,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        return cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, &alpha, g->b, t, ldb, sb, g->a, t, lda, sa, &beta,
+                                          g->c, t, ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
     const float *a = (const float *)g->a, *b = (const float *)g->b;
     if (batch == 1)
         return cublasSgemm(h, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, (float *)g->c, ldc);
@@ -64,11 +74,11 @@ cublasStatus_t cr_cublas_gemm_batched(cublasHandle_t h, const cr_gemm_task *t, c
     cr_gemm_dev g = {t->m, t->n, t->k, t->trans_a, t->trans_b, t->alpha, t->c_in ? t->beta : 0.0, a, b, c};
     if (!tf32)
         return gemm_strided(h, &g, dt, batch);
-    cublasStatus_t st = cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH);
+    cublasStatus_t st = cublasSetMathMode(h, CR_CUBLAS_MATH_TF32);
     if (st != CUBLAS_STATUS_SUCCESS)
         return st;
     st = gemm_strided(h, &g, dt, batch);
-    cublasStatus_t back = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    cublasStatus_t back = cublasSetMathMode(h, CR_CUBLAS_MATH);
     return st != CUBLAS_STATUS_SUCCESS ? st : back;
 }
 
@@ -85,12 +95,12 @@ extern "C" int cr_cuda_launch_gemm_cublas_tf32(cr_cuda_launch *l)
 {
     bool set = false;
     cr_gemm_dev g = gemm_dev(l);
-    CR_CHECK(l->e, cublasSetMathMode(l->w->blas, CUBLAS_TF32_TENSOR_OP_MATH));
+    CR_CHECK(l->e, cublasSetMathMode(l->w->blas, CR_CUBLAS_MATH_TF32));
     set = true;
     CR_CHECK(l->e, cublas_gemm(l->w, l->t->dtype, &g));
 cleanup:
     if (set)
-        cr_check_record(l->e, cublasSetMathMode(l->w->blas, CUBLAS_DEFAULT_MATH), "restore math mode", __FILE__,
+        cr_check_record(l->e, cublasSetMathMode(l->w->blas, CR_CUBLAS_MATH), "restore math mode", __FILE__,
                         __LINE__);
     return l->e->code;
 }

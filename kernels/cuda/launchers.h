@@ -22,6 +22,8 @@ int cr_cuda_launch_gemm_vec(struct cr_cuda_launch *l);
 int cr_cuda_launch_gemm_dbuf(struct cr_cuda_launch *l);
 int cr_cuda_launch_gemm_cublas(struct cr_cuda_launch *l);
 int cr_cuda_launch_gemm_cublas_tf32(struct cr_cuda_launch *l);
+int cr_cuda_launch_gemm_tc_tf32(struct cr_cuda_launch *l);
+int cr_cuda_launch_gemm_tc(struct cr_cuda_launch *l);
 
 int cr_cuda_launch_ata_gemm(struct cr_cuda_launch *l);
 int cr_cuda_launch_ata_basic(struct cr_cuda_launch *l);

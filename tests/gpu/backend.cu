@@ -18,6 +18,7 @@
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/hist_bin.cuh"
 #include "kernels/cuda/pinned_pool.h"
+#include "kernels/half.h"
 #include "kernels/registry.h"
 
 static int passed, failed;
@@ -47,7 +48,9 @@ static double uniform(double lo, double hi)
 static const cr_backend *B = &cr_backend_cuda;
 static cr_worker *W;
 
-/* A matrix of random values exact in float, stored as dt. */
+static bool is_half(cr_dtype dt) { return dt == CR_DT_F16 || dt == CR_DT_BF16; }
+
+/* A matrix of random values exact in float (in the dtype itself for float16/bfloat16), stored as dt. */
 struct mat {
     std::vector<double> v; /* row-major values */
     std::vector<char> raw; /* as stored for the task */
@@ -60,7 +63,11 @@ static mat make_mat(int64_t rows, int64_t cols, cr_dtype dt)
     m.raw.resize(rows * cols * cr_dtype_size(dt));
     for (int64_t i = 0; i < rows * cols; i++) {
         m.v[i] = (double)(float)uniform(-1, 1);
-        if (dt == CR_DT_F32)
+        if (is_half(dt)) {
+            uint16_t h = cr_half_from_double(dt, m.v[i]);
+            m.v[i] = cr_half_to_float(dt, h);
+            ((uint16_t *)m.raw.data())[i] = h;
+        } else if (dt == CR_DT_F32)
             ((float *)m.raw.data())[i] = (float)m.v[i];
         else
             ((double *)m.raw.data())[i] = m.v[i];
@@ -70,6 +77,8 @@ static mat make_mat(int64_t rows, int64_t cols, cr_dtype dt)
 
 static double value_at(const std::vector<char> &raw, int64_t i, cr_dtype dt)
 {
+    if (is_half(dt))
+        return cr_half_to_float(dt, ((const uint16_t *)raw.data())[i]);
     return dt == CR_DT_F32 ? ((const float *)raw.data())[i] : ((const double *)raw.data())[i];
 }
 
@@ -90,6 +99,8 @@ static double tolerance(const cr_kernel *k, cr_dtype dt)
 {
     if (k->precision == CR_PREC_TF32)
         return 5e-3;
+    if (is_half(dt)) /* the answer's own rounding: 2^-11 (float16) or 2^-8 (bfloat16) of each element */
+        return dt == CR_DT_F16 ? 1e-3 : 8e-3;
     return dt == CR_DT_F32 ? 1e-5 : 1e-12;
 }
 
@@ -243,7 +254,7 @@ static void test_every_kernel(void)
 {
     size_t n = 0;
     const cr_kernel *list = cr_kernels(B, &n);
-    expect(n == 18, "kernel list has 18 kernels");
+    expect(n == 20, "kernel list has 20 kernels");
     for (size_t i = 0; i < n; i++)
         for (int d = 0; d < CR_DT_COUNT; d++) {
             if (!(list[i].dtypes & CR_DT_BIT(d)))

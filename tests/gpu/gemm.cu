@@ -6,7 +6,18 @@
  * ‖out − ref‖_F / ‖ref‖_F and max|out − ref| / max|ref| against a tolerance that grows with
  * sqrt(K). A NaN anywhere (an unwritten element) fails. Unaligned cases offset every device
  * pointer by one element, so the float4 paths must fall back. Prints one line per case and
- * "gpu_gemm: N passed, M failed"; exit status 1 on any failure. */
+ * "gpu_gemm: N passed, M failed"; exit status 1 on any failure.
+ *
+ * Tensor-core kernels (gemm_tc.cu) and cuBLAS's float16/bfloat16 path (launchers.cu's
+ * cr_cublas_gemm_batched, as the registry's `cublas` row and the batcher call it) run the same
+ * grid plus sizes that straddle their tiles (33, 255, 513) and long K (4099 unaligned, 4104
+ * on the cp.async path). Their inputs are exact in the reference (the 16-bit values upcast);
+ * the tolerance allows the rounding each one is entitled to (tol_for). `tc` takes its wgmma
+ * kernel (gemm_wgmma.cu) only for big problems; `tc-wgmma` takes it wherever TMA can read the
+ * operands, and `wgmma` (forced_wgmma) calls it directly on shapes with ragged tile edges.
+ *
+ * usage: gpu_gemm [NAME...]: only the named entries (`wgmma` for the forced wgmma cases,
+ * `batch` for the cuBLAS batch check); no names: everything. */
 #include "tools/gpu/harness.cuh"
 #include <cublas_v2.h>
 #include <math.h>
@@ -14,7 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
 
 /* tuning hook in kernels/cuda/gemm_dbuf.cu: force one of dbuf's tile configurations, which
  * the size-based choice would otherwise only reach at some sizes */
@@ -23,28 +38,51 @@ static cudaError_t dbuf_big(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) {
 static cudaError_t dbuf_mid(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_dbuf_variant(g, dt, s, 2); }
 static cudaError_t dbuf_small(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_dbuf_variant(g, dt, s, 3); }
 
+/* the same for gemm_tc.cu: 1..3 force its big, mid, small tiles (F32 runs the TF32 kernel) */
+extern "C" cudaError_t cr_cuda_gemm_tc_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
+static cudaError_t tc_big(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_tc_variant(g, dt, s, 1); }
+static cudaError_t tc_mid(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_tc_variant(g, dt, s, 2); }
+static cudaError_t tc_small(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_tc_variant(g, dt, s, 3); }
+/* 6: tc with the wgmma kernel wherever TMA can read the operands, at any size (else mma.sync) */
+static cudaError_t tc_wgmma(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_tc_variant(g, dt, s, 6); }
+
+static cudaError_t cublas_ex(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+
+/* Which dtypes an entry runs, and so which tolerance it gets (tol_for). */
+enum { KT_F32, KT_F32_F64, KT_TF32, KT_HALF };
+
 typedef struct {
     const char *name;
     cr_gemm_launcher fn;
-    bool f64;  /* supports CR_DT_F64 */
+    int kind;
     bool slow; /* skip the largest sizes in F64 */
 } kernel_entry;
 
 static const kernel_entry kernels[] = {
-    {"naive", cr_cuda_gemm_naive, true, true},         {"regtile", cr_cuda_gemm_regtile, true, true},
-    {"smem", cr_cuda_gemm_smem, true, false},          {"blocktile", cr_cuda_gemm_blocktile, true, false},
-    {"vec", cr_cuda_gemm_vec, false, false},           {"dbuf", cr_cuda_gemm_dbuf, false, false},
-    {"dbuf-big", dbuf_big, false, false},              {"dbuf-mid", dbuf_mid, false, false},
-    {"dbuf-small", dbuf_small, false, false},
+    {"naive", cr_cuda_gemm_naive, KT_F32_F64, true},   {"regtile", cr_cuda_gemm_regtile, KT_F32_F64, true},
+    {"smem", cr_cuda_gemm_smem, KT_F32_F64, false},    {"blocktile", cr_cuda_gemm_blocktile, KT_F32_F64, false},
+    {"vec", cr_cuda_gemm_vec, KT_F32, false},          {"dbuf", cr_cuda_gemm_dbuf, KT_F32, false},
+    {"dbuf-big", dbuf_big, KT_F32, false},             {"dbuf-mid", dbuf_mid, KT_F32, false},
+    {"dbuf-small", dbuf_small, KT_F32, false},         {"tc-tf32", cr_cuda_gemm_tc_tf32, KT_TF32, false},
+    {"tc-tf32-big", tc_big, KT_TF32, false},           {"tc-tf32-mid", tc_mid, KT_TF32, false},
+    {"tc-tf32-small", tc_small, KT_TF32, false},       {"tc", cr_cuda_gemm_tc, KT_HALF, false},
+    {"tc-big", tc_big, KT_HALF, false},                {"tc-mid", tc_mid, KT_HALF, false},
+    {"tc-small", tc_small, KT_HALF, false},            {"cublas", cublas_ex, KT_HALF, false},
+    {"tc-wgmma", tc_wgmma, KT_HALF, false},
 };
 
-#define MAXN ((size_t)4096 * 4096 + 16) /* elements per buffer, with room for an offset */
+/* cr_cuda_gemm_wgmma called directly (forced_wgmma): it must take every aligned case */
+static const kernel_entry wgmma_entry = {"wgmma", cr_cuda_gemm_wgmma, KT_HALF, false};
+
+#define MAXN ((size_t)8192 * 8192 + 16) /* elements per buffer (C of 8192×8192×1024), with room for an offset */
 
 static struct {
     void *a, *b, *c;          /* inputs and output in the tested dtype */
     double *da, *db, *dr;     /* upcast inputs and the reference */
     double *part;             /* per-block partial sums of the comparison */
     cublasHandle_t h;
+    cublasHandle_t hx; /* the cuBLAS under test (default math, as a worker's handle) */
+    int batch;         /* cublas_ex: 1, or 2 to take the strided-batched path */
     unsigned seed;
     int passed, failed;
 } G;
@@ -61,14 +99,28 @@ __device__ static double rnd(unsigned seed, size_t i)
     return (double)(x >> 11) * (2.0 / 9007199254740992.0) - 1.0; /* [-1, 1) */
 }
 
+/* double <-> element, rounded to nearest (the 16-bit types have no plain casts from double) */
+template <typename T>
+__device__ static T from_d(double v) { return (T)v; }
+template <>
+__device__ __half from_d<__half>(double v) { return __double2half(v); }
+template <>
+__device__ __nv_bfloat16 from_d<__nv_bfloat16>(double v) { return __double2bfloat16(v); }
+template <typename T>
+__device__ static double to_d(T v) { return (double)v; }
+template <>
+__device__ double to_d<__half>(__half v) { return (double)__half2float(v); }
+template <>
+__device__ double to_d<__nv_bfloat16>(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
+
 /* x gets random values of dtype T, and up gets the same values in float64 */
 template <typename T>
 __global__ void fill_kernel(T *x, double *up, size_t n, unsigned seed)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        T v = (T)rnd(seed, i);
+        T v = from_d<T>(rnd(seed, i));
         x[i] = v;
-        up[i] = (double)v;
+        up[i] = to_d(v);
     }
 }
 
@@ -76,7 +128,21 @@ template <typename T>
 __global__ void nan_kernel(T *x, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        x[i] = (T)NAN;
+        x[i] = from_d<T>(NAN);
+}
+
+static size_t esize(cr_dtype dt) { return dt == CR_DT_F64 ? 8 : dt == CR_DT_F32 ? 4 : 2; }
+
+static void poison(cr_dtype dt, void *x, size_t n, unsigned blocks)
+{
+    if (dt == CR_DT_F32)
+        nan_kernel<float><<<blocks, 256>>>((float *)x, n);
+    else if (dt == CR_DT_F64)
+        nan_kernel<double><<<blocks, 256>>>((double *)x, n);
+    else if (dt == CR_DT_F16)
+        nan_kernel<__half><<<blocks, 256>>>((__half *)x, n);
+    else
+        nan_kernel<__nv_bfloat16><<<blocks, 256>>>((__nv_bfloat16 *)x, n);
 }
 
 #define CMP_BLOCKS 512
@@ -89,7 +155,7 @@ __global__ void cmp_kernel(const T *out, const double *ref, size_t n, double *pa
     __shared__ double s[5][CMP_THREADS];
     double d2 = 0, r2 = 0, dm = 0, rm = 0, bad = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        double o = (double)out[i], r = ref[i], d = fabs(o - r);
+        double o = to_d(out[i]), r = ref[i], d = fabs(o - r);
         if (!isfinite(o)) {
             bad += 1;
             continue;
@@ -127,8 +193,12 @@ static void fill(cr_dtype dt, void *x, double *up, size_t n)
     unsigned seed = ++G.seed;
     if (dt == CR_DT_F32)
         fill_kernel<float><<<blocks_for(n), 256>>>((float *)x, up, n, seed);
-    else
+    else if (dt == CR_DT_F64)
         fill_kernel<double><<<blocks_for(n), 256>>>((double *)x, up, n, seed);
+    else if (dt == CR_DT_F16)
+        fill_kernel<__half><<<blocks_for(n), 256>>>((__half *)x, up, n, seed);
+    else
+        fill_kernel<__nv_bfloat16><<<blocks_for(n), 256>>>((__nv_bfloat16 *)x, up, n, seed);
     CK(cudaGetLastError());
 }
 
@@ -151,8 +221,12 @@ static void compare(cr_dtype dt, const void *out, size_t n, double res[5])
 {
     if (dt == CR_DT_F32)
         cmp_kernel<float><<<CMP_BLOCKS, CMP_THREADS>>>((const float *)out, G.dr, n, G.part);
-    else
+    else if (dt == CR_DT_F64)
         cmp_kernel<double><<<CMP_BLOCKS, CMP_THREADS>>>((const double *)out, G.dr, n, G.part);
+    else if (dt == CR_DT_F16)
+        cmp_kernel<__half><<<CMP_BLOCKS, CMP_THREADS>>>((const __half *)out, G.dr, n, G.part);
+    else
+        cmp_kernel<__nv_bfloat16><<<CMP_BLOCKS, CMP_THREADS>>>((const __nv_bfloat16 *)out, G.dr, n, G.part);
     CK(cudaGetLastError());
     static double h[CMP_BLOCKS * 5];
     CK(cudaMemcpy(h, G.part, sizeof h, cudaMemcpyDeviceToHost));
@@ -168,7 +242,7 @@ static void compare(cr_dtype dt, const void *out, size_t n, double res[5])
 
 static void report(bool ok, const char *kname, cr_dtype dt, const gcase *c, const char *what)
 {
-    printf("%s %-10s %s m=%lld n=%lld k=%lld %c%c alpha=%g beta=%g%s: %s\n", ok ? "PASS" : "FAIL", kname,
+    printf("%s %-13s %s m=%lld n=%lld k=%lld %c%c alpha=%g beta=%g%s: %s\n", ok ? "PASS" : "FAIL", kname,
            cr_dtype_name(dt), (long long)c->m, (long long)c->n, (long long)c->k, c->ta ? 'T' : 'N',
            c->tb ? 'T' : 'N', c->alpha, c->beta, c->unaligned ? " unaligned" : "", what);
     if (ok)
@@ -177,19 +251,39 @@ static void report(bool ok, const char *kname, cr_dtype dt, const gcase *c, cons
         G.failed++;
 }
 
+/* Tolerances on ‖out − ref‖/‖ref‖ (rel) and max|out − ref|/max|ref| (relmax), the reference
+ * being exact arithmetic on the exact inputs:
+ *  - FP32 / FP64 kernels: accumulation error only, growing with sqrt(K);
+ *  - TF32: each input rounded to a 10-bit mantissa (relative error up to 2^-11, rms 2^-11/√3
+ *    per operand, so ~4e-4 per product, not shrinking with K): 1.5e-3, plus FP32 accumulation;
+ *  - FP16 / BF16: inputs exact, FP32 accumulation, then C rounded once to the dtype: at most half
+ *    an ulp, 2^-11 (FP16) or 2^-8 (BF16) of |c| per element; the rms is under that. */
+static void tol_for(const kernel_entry *ke, cr_dtype dt, int64_t k, double *rel, double *relmax)
+{
+    double sk = sqrt((double)k);
+    if (dt == CR_DT_F64) {
+        *rel = 1e-13 * sk + 1e-14, *relmax = 4 * *rel;
+    } else if (dt == CR_DT_F16 || dt == CR_DT_BF16) {
+        double u = dt == CR_DT_F16 ? 1.0 / 2048 : 1.0 / 256;
+        *rel = u + 1e-5 * sk, *relmax = 2 * u + 4e-5 * sk;
+    } else if (ke->kind == KT_TF32) {
+        *rel = 1.5e-3 + 1e-5 * sk, *relmax = 4 * *rel;
+    } else {
+        *rel = 1e-5 * sk + 1e-6, *relmax = 4 * *rel;
+    }
+}
+
 static void run_case(const kernel_entry *ke, cr_dtype dt, const gcase *c)
 {
-    size_t es = dt == CR_DT_F32 ? 4 : 8, off = c->unaligned ? 1 : 0;
+    size_t es = esize(dt), off = c->unaligned ? 1 : 0;
     size_t na = (size_t)(c->m * c->k), nb = (size_t)(c->k * c->n), nc = (size_t)(c->m * c->n);
     char *a = (char *)G.a + off * es, *b = (char *)G.b + off * es, *cc = (char *)G.c + off * es;
     fill(dt, a, G.da, na);
     fill(dt, b, G.db, nb);
     if (c->beta != 0.0)
         fill(dt, cc, G.dr, nc); /* input C, and the reference starts from it */
-    else if (dt == CR_DT_F32)
-        nan_kernel<float><<<blocks_for(nc), 256>>>((float *)cc, nc); /* must not be read */
     else
-        nan_kernel<double><<<blocks_for(nc), 256>>>((double *)cc, nc);
+        poison(dt, cc, nc, blocks_for(nc)); /* must not be read, and every element written */
     CK(cudaGetLastError());
     if (c->beta == 0.0)
         nan_kernel<double><<<blocks_for(nc), 256>>>(G.dr, nc); /* DGEMM with beta 0 ignores it */
@@ -209,10 +303,11 @@ static void run_case(const kernel_entry *ke, cr_dtype dt, const gcase *c)
     compare(dt, cc, nc, r);
     double rel = r[1] > 0 ? sqrt(r[0] / r[1]) : sqrt(r[0]);
     double relmax = r[3] > 0 ? r[2] / r[3] : r[2];
-    double tol = dt == CR_DT_F32 ? 1e-5 * sqrt((double)c->k) + 1e-6 : 1e-13 * sqrt((double)c->k) + 1e-14;
-    bool ok = r[4] == 0 && rel <= tol && relmax <= 4 * tol;
+    double tol, tolmax;
+    tol_for(ke, dt, c->k, &tol, &tolmax);
+    bool ok = r[4] == 0 && rel <= tol && relmax <= tolmax;
     char msg[160];
-    snprintf(msg, sizeof msg, "rel %.2e max %.2e tol %.1e nonfinite %.0f", rel, relmax, tol, r[4]);
+    snprintf(msg, sizeof msg, "rel %.2e max %.2e tol %.1e/%.1e nonfinite %.0f", rel, relmax, tol, tolmax, r[4]);
     report(ok, ke->name, dt, c, msg);
 }
 
@@ -227,22 +322,22 @@ static void check_refusal(const kernel_entry *ke, cr_dtype dt)
 }
 
 /* Same input twice must give bit-identical output: a moving result is a race. */
-static void check_repeatable(const kernel_entry *ke, int64_t s)
+static void check_repeatable(const kernel_entry *ke, cr_dtype dt, int64_t s)
 {
     gcase c = {s, s, s, false, false, 1.0, 0.0, false};
-    size_t n = (size_t)(s * s);
-    fill(CR_DT_F32, G.a, G.da, n);
-    fill(CR_DT_F32, G.b, G.db, n);
+    size_t n = (size_t)(s * s), es = esize(dt);
+    fill(dt, G.a, G.da, n);
+    fill(dt, G.b, G.db, n);
     cr_gemm_dev g = {s, s, s, false, false, 1.0, 0.0, G.a, G.b, G.c};
-    float *h1 = (float *)malloc(n * 4), *h2 = (float *)malloc(n * 4);
+    char *h1 = (char *)malloc(n * es), *h2 = (char *)malloc(n * es);
     if (!h1 || !h2)
         exit(2);
-    CK(ke->fn(&g, CR_DT_F32, 0));
-    CK(cudaMemcpy(h1, G.c, n * 4, cudaMemcpyDeviceToHost));
-    nan_kernel<float><<<blocks_for(n), 256>>>((float *)G.c, n);
-    CK(ke->fn(&g, CR_DT_F32, 0));
-    CK(cudaMemcpy(h2, G.c, n * 4, cudaMemcpyDeviceToHost));
-    report(memcmp(h1, h2, n * 4) == 0, ke->name, CR_DT_F32, &c, "two runs bit-identical");
+    CK(ke->fn(&g, dt, 0));
+    CK(cudaMemcpy(h1, G.c, n * es, cudaMemcpyDeviceToHost));
+    poison(dt, G.c, n, blocks_for(n));
+    CK(ke->fn(&g, dt, 0));
+    CK(cudaMemcpy(h2, G.c, n * es, cudaMemcpyDeviceToHost));
+    report(memcmp(h1, h2, n * es) == 0, ke->name, dt, &c, "two runs bit-identical");
     free(h1);
     free(h2);
 }
@@ -265,12 +360,24 @@ static void run_shape(const kernel_entry *ke, cr_dtype dt, int64_t m, int64_t n,
     }
 }
 
+/* tensor-core tiles are 64..256 wide and 32/64 deep: sizes on both sides of them, long K with
+ * and without 16-byte rows (4104 elements are; 4099 are not) */
+static const int64_t tc_cubes[] = {33, 255, 256, 257, 513};
+static const int64_t tc_shapes[][3] = {{127, 255, 4099}, {264, 136, 4104}, {1, 7, 4099},
+                                       {513, 129, 8},    {8, 8, 9},        {136, 520, 72}};
+
 static void run_kernel(const kernel_entry *ke, cr_dtype dt)
 {
     for (size_t i = 0; i < sizeof cubes / sizeof cubes[0]; i++)
         run_shape(ke, dt, cubes[i], cubes[i], cubes[i]);
     for (size_t i = 0; i < sizeof odd_shapes / sizeof odd_shapes[0]; i++)
         run_shape(ke, dt, odd_shapes[i][0], odd_shapes[i][1], odd_shapes[i][2]);
+    if (ke->kind == KT_TF32 || ke->kind == KT_HALF) {
+        for (size_t i = 0; i < sizeof tc_cubes / sizeof tc_cubes[0]; i++)
+            run_shape(ke, dt, tc_cubes[i], tc_cubes[i], tc_cubes[i]);
+        for (size_t i = 0; i < sizeof tc_shapes / sizeof tc_shapes[0]; i++)
+            run_shape(ke, dt, tc_shapes[i][0], tc_shapes[i][1], tc_shapes[i][2]);
+    }
     /* the big square: once plain, once with every flag, the slow ones in F32 only */
     if (dt == CR_DT_F32 || !ke->slow) {
         gcase big = {4096, 4096, 4096, false, false, 1.0, 0.0, false};
@@ -284,8 +391,116 @@ static void run_kernel(const kernel_entry *ke, cr_dtype dt)
     report(ke->fn(&z, dt, 0) == cudaSuccess, ke->name, dt, &zc, "empty C is a no-op");
 }
 
-int main(void)
+/* The registry's cuBLAS path for float16/bfloat16 (GemmEx, or StridedBatchedEx when G.batch is
+ * 2: then the same problem twice, at strides of one matrix, the second copy's output checked). */
+static cudaError_t cublas_ex(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
 {
+    if (dt != CR_DT_F16 && dt != CR_DT_BF16)
+        return cudaErrorNotSupported;
+    if (g->m == 0 || g->n == 0)
+        return cudaSuccess;
+    cr_gemm_task t = {g->m, g->n, g->k, g->trans_a, g->trans_b, g->alpha, g->beta, g->a, g->b,
+                      g->beta != 0.0 ? g->c : NULL, g->c};
+    if (cublasSetStream(G.hx, s) != CUBLAS_STATUS_SUCCESS)
+        return cudaErrorUnknown;
+    return cr_cublas_gemm_batched(G.hx, &t, dt, false, g->a, g->b, g->c, 1) == CUBLAS_STATUS_SUCCESS
+               ? cudaSuccess
+               : cudaErrorUnknown;
+}
+
+/* cr_cublas_gemm_batched over 2 problems: the second one's inputs are copies of the first's, so
+ * both outputs must match the one reference. */
+static void check_batched(cr_dtype dt, int64_t m, int64_t n, int64_t k, bool ta, bool tb, double beta)
+{
+    gcase c = {m, n, k, ta, tb, 1.25, beta, false};
+    size_t es = esize(dt), na = (size_t)(m * k), nb = (size_t)(k * n), nc = (size_t)(m * n);
+    char *a = (char *)G.a, *b = (char *)G.b, *cc = (char *)G.c;
+    fill(dt, a, G.da, na);
+    fill(dt, b, G.db, nb);
+    if (beta != 0.0)
+        fill(dt, cc, G.dr, nc);
+    else
+        poison(dt, cc, nc, blocks_for(nc));
+    CK(cudaMemcpy(a + na * es, a, na * es, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(b + nb * es, b, nb * es, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(cc + nc * es, cc, nc * es, cudaMemcpyDeviceToDevice));
+    if (beta == 0.0)
+        nan_kernel<double><<<blocks_for(nc), 256>>>(G.dr, nc);
+    reference(&c, G.da, G.db, G.dr);
+    cr_gemm_task t = {m, n, k, ta, tb, c.alpha, beta, a, b, beta != 0.0 ? cc : NULL, cc};
+    CK(cublasSetStream(G.hx, 0));
+    CK(cr_cublas_gemm_batched(G.hx, &t, dt, false, a, b, cc, 2));
+    CK(cudaDeviceSynchronize());
+    kernel_entry ke = {"cublas-batch2", NULL, KT_HALF, false};
+    double tol, tolmax;
+    tol_for(&ke, dt, k, &tol, &tolmax);
+    for (int i = 0; i < 2; i++) {
+        double r[5];
+        compare(dt, cc + i * nc * es, nc, r);
+        double rel = r[1] > 0 ? sqrt(r[0] / r[1]) : sqrt(r[0]), relmax = r[3] > 0 ? r[2] / r[3] : r[2];
+        char msg[160];
+        snprintf(msg, sizeof msg, "batch item %d: rel %.2e max %.2e tol %.1e/%.1e nonfinite %.0f", i, rel, relmax,
+                 tol, tolmax, r[4]);
+        report(r[4] == 0 && rel <= tol && relmax <= tolmax, ke.name, dt, &c, msg);
+    }
+}
+
+/* The wgmma kernel forced (cr_cuda_gemm_wgmma itself, not through tc's size rule) on shapes with
+ * ragged m, n and k edges against its 128×256×64 tiles, the big squares, every transpose,
+ * alpha/beta with an input C; it must refuse (cudaErrorNotSupported) what TMA cannot read. */
+static const int64_t wg_shapes[][3] = {{264, 136, 4104}, {1000, 1000, 1000}, {4096, 4096, 4096}, {8192, 8192, 1024},
+                                       {8, 8, 8},        {136, 264, 72},     {64, 256, 64},      {200, 520, 136},
+                                       {2048, 2048, 1032}, {520, 1000, 8},   {1032, 8, 2056},    {129, 264, 72},
+                                       {1, 8, 8},        {257, 1, 4104}};
+static const struct { bool ta, tb; double alpha, beta; } wg_combos[] = {
+    {false, false, 1.0, 0.0}, {true, false, 1.5, 0.5}, {false, true, -0.75, 0.0}, {true, true, 1.0, -2.0},
+    {false, false, 0.5, 1.0}, {true, false, 1.0, 0.0}, {false, true, 2.0, -0.5},  {true, true, -1.0, 0.0},
+};
+
+static void forced_wgmma(cr_dtype dt)
+{
+    for (size_t i = 0; i < sizeof wg_shapes / sizeof wg_shapes[0]; i++)
+        for (size_t j = 0; j < sizeof wg_combos / sizeof wg_combos[0]; j++) {
+            gcase c = {wg_shapes[i][0], wg_shapes[i][1], wg_shapes[i][2], wg_combos[j].ta, wg_combos[j].tb,
+                       wg_combos[j].alpha, wg_combos[j].beta, false};
+            /* odd m or n: only the transposes whose stored rows run along k (or the even side) */
+            cr_gemm_dev g = {c.m, c.n, c.k, c.ta, c.tb, c.alpha, c.beta, G.a, G.b, G.c};
+            if (!cr_cuda_gemm_wgmma_applies(&g, dt, true))
+                continue;
+            run_case(&wgmma_entry, dt, &c);
+        }
+    /* what TMA cannot take: an unaligned base, a leading dimension not a multiple of 8 */
+    gcase u = {256, 256, 256, false, false, 1.0, 0.0, true};
+    cr_gemm_dev g = {256, 256, 256, false, false, 1.0, 0.0, (char *)G.a + 2, G.b, G.c};
+    report(cr_cuda_gemm_wgmma(&g, dt, 0) == cudaErrorNotSupported, wgmma_entry.name, dt, &u,
+           "unaligned A: must answer cudaErrorNotSupported");
+    gcase o = {256, 256, 257, false, false, 1.0, 0.0, false};
+    cr_gemm_dev g2 = {256, 256, 257, false, false, 1.0, 0.0, G.a, G.b, G.c};
+    report(cr_cuda_gemm_wgmma(&g2, dt, 0) == cudaErrorNotSupported, wgmma_entry.name, dt, &o,
+           "k=257 rows: must answer cudaErrorNotSupported");
+    cudaGetLastError();
+    check_refusal(&wgmma_entry, CR_DT_F32);
+    check_repeatable(&wgmma_entry, dt, 1024);
+}
+
+/* argv: names of the entries to run (a kernel of the table, `wgmma` for the forced wgmma cases,
+ * `batch` for the cuBLAS batch check); none: all. */
+static int g_argc;
+static char **g_argv;
+static bool wanted(const char *name)
+{
+    bool any = false;
+    for (int i = 1; i < g_argc; i++) {
+        any = true;
+        if (!strcmp(g_argv[i], name))
+            return true;
+    }
+    return !any;
+}
+
+int main(int argc, char **argv)
+{
+    g_argc = argc, g_argv = argv;
     CK(cudaMalloc(&G.a, MAXN * 8));
     CK(cudaMalloc(&G.b, MAXN * 8));
     CK(cudaMalloc(&G.c, MAXN * 8));
@@ -296,17 +511,49 @@ int main(void)
     CK(cublasCreate(&G.h));
     /* the reference must be true FP64, never a tensor-core shortcut */
     CK(cublasSetMathMode(G.h, CUBLAS_PEDANTIC_MATH));
+    CK(cublasCreate(&G.hx));
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         const kernel_entry *ke = &kernels[i];
-        run_kernel(ke, CR_DT_F32);
-        if (ke->f64)
-            run_kernel(ke, CR_DT_F64);
-        else
+        if (!wanted(ke->name))
+            continue;
+        if (ke->kind == KT_HALF) {
+            run_kernel(ke, CR_DT_F16);
+            run_kernel(ke, CR_DT_BF16);
             check_refusal(ke, CR_DT_F64);
+            if (ke->fn == cr_cuda_gemm_tc) /* the variant hook and cublas run F32 elsewhere */
+                check_refusal(ke, CR_DT_F32);
+        } else {
+            run_kernel(ke, CR_DT_F32);
+            if (ke->kind == KT_F32_F64)
+                run_kernel(ke, CR_DT_F64);
+            else
+                check_refusal(ke, CR_DT_F64);
+            if (ke->fn == cr_cuda_gemm_tc_tf32) {
+                check_refusal(ke, CR_DT_F16);
+                check_refusal(ke, CR_DT_BF16);
+            }
+        }
         check_refusal(ke, CR_DT_I32);
     }
-    for (size_t i = 4; i < sizeof kernels / sizeof kernels[0]; i++)
-        check_repeatable(&kernels[i], 1023);
+    for (size_t i = 4; i < sizeof kernels / sizeof kernels[0]; i++) {
+        if (kernels[i].fn == cublas_ex || !wanted(kernels[i].name))
+            continue;
+        if (kernels[i].kind == KT_HALF) {
+            check_repeatable(&kernels[i], CR_DT_F16, 1023);
+            check_repeatable(&kernels[i], CR_DT_BF16, 1023);
+        } else {
+            check_repeatable(&kernels[i], CR_DT_F32, 1023);
+        }
+    }
+    if (wanted("wgmma")) {
+        forced_wgmma(CR_DT_F16);
+        forced_wgmma(CR_DT_BF16);
+    }
+    if (wanted("batch")) {
+        check_batched(CR_DT_F16, 127, 65, 33, false, false, 0.0);
+        check_batched(CR_DT_BF16, 64, 96, 200, true, true, -0.5);
+    }
+    cublasDestroy(G.hx);
     cublasDestroy(G.h);
     printf("gpu_gemm: %d passed, %d failed\n", G.passed, G.failed);
     return G.failed ? 1 : 0;
