@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_worker.h"
-#include "kernels/cuda/launch.h"
 
 static void worker_release(cr_worker *w)
 {

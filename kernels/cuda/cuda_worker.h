@@ -13,6 +13,14 @@ enum { EV_START, EV_H2D, EV_KERNEL, EV_D2H, EV_COUNT };
 
 #define CR_CUDA_LANES 2
 
+/* The worker handle's math modes. Both forbid reductions in the output type: with float16 or
+ * bfloat16 C, cuBLAS's split-K kernels otherwise round each partial sum to the 16-bit type
+ * (a 9x14 by 14x6 bfloat16 product came back up to 2 units off in the last place, as two halves of
+ * k rounded to bfloat16 and added), where the job promises FP32 accumulation and one rounding. */
+#define CR_CUBLAS_MATH ((cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
+#define CR_CUBLAS_MATH_TF32 \
+    ((cublasMath_t)(CUBLAS_TF32_TENSOR_OP_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
+
 /* A batch in flight (cuda_batch.cu): its own stream, events and pinned staging, so the next
  * batch's copies run while this one's kernel does. */
 typedef struct {

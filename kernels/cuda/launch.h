@@ -17,14 +17,6 @@ struct cr_cuda_launch {
 };
 typedef struct cr_cuda_launch cr_cuda_launch;
 
-/* The worker handle's math modes. Both forbid reductions in the output type: with float16 or
- * bfloat16 C, cuBLAS's split-K kernels otherwise round each partial sum to the 16-bit type
- * (a 9x14 by 14x6 bfloat16 product came back up to 2 units off in the last place, as two halves of
- * k rounded to bfloat16 and added), where the job promises FP32 accumulation and one rounding. */
-#define CR_CUBLAS_MATH ((cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
-#define CR_CUBLAS_MATH_TF32 \
-    ((cublasMath_t)(CUBLAS_TF32_TENSOR_OP_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
-
 /* cuBLAS over `batch` equal-shaped problems at equal strides (elements) in device memory, on the
  * handle's current stream (launchers.cu); batch 1 is one plain call. tf32: tensor-op math for
  * this call only. */
