@@ -57,7 +57,10 @@ static const bad_case bad_cases[] = {
     {A, "{}", 400, "missing_field", "a"},
     {H, "{\"bins\":3}", 400, "missing_field", "data"},
     /* scalars */
-    {G, "{\"a\":[[1]],\"b\":[[1]],\"dtype\":\"float16\"}", 400, "invalid_field", "dtype"},
+    {G, "{\"a\":[[1]],\"b\":[[1]],\"dtype\":\"float8\"}", 400, "invalid_field", "dtype"},
+    {A, "{\"a\":[[1]],\"dtype\":\"float16\"}", 400, "invalid_field", "dtype"}, /* GEMM only */
+    {H, "{\"data\":[1],\"dtype\":\"bfloat16\"}", 400, "invalid_field", "dtype"},
+    {G, "{\"a\":[[1,70000]],\"b\":[[1],[1]],\"dtype\":\"float16\"}", 400, "non_finite", "a[0][1]"},
     {G, "{\"a\":[[1]],\"b\":[[1]],\"dtype\":32}", 400, "invalid_field", "dtype"},
     {H, "{\"data\":[1],\"dtype\":\"int8\"}", 400, "invalid_field", "dtype"},
     {G, "{\"a\":[[1]],\"b\":[[1]],\"precision\":\"fp16\"}", 400, "invalid_field", "precision"},
