@@ -678,3 +678,20 @@ def test_auth_and_tls(start_daemon, self_signed, tmp_path):
     with warnings.catch_warnings():  # urllib3's InsecureRequestWarning: the point here
         warnings.simplefilter("ignore")
         assert crunchd.Client(base, token=token, verify=False).info()["name"] == "crunchd"
+
+
+@pytest.mark.parametrize("transport", ["json", "npy"])
+def test_gemm_bfloat16_with_ml_dtypes(client, transport):
+    """ml_dtypes' bfloat16 arrays make bfloat16 jobs: over .npy as their bits with
+    ?dtype=bfloat16, and the answer comes back as a bfloat16 array either way."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    g = rng(22)
+    a = g.uniform(-1, 1, (11, 33)).astype(ml_dtypes.bfloat16)
+    b = g.uniform(-1, 1, (33, 5)).astype(ml_dtypes.bfloat16)
+    r = client.gemm(a, b, transport=transport)
+    check_meta(r, "gemm", "bfloat16", transport)
+    assert r.result.dtype == np.dtype(ml_dtypes.bfloat16) and r.result.shape == (11, 5)
+    exact = gemm_ref(a.astype(np.float64), b.astype(np.float64))
+    want = exact.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    got = r.result.astype(np.float64)
+    assert np.all(np.abs(got - want) <= 2.0 ** -7 * np.abs(want) + 2.0 ** -23 * 33), (got, want)

@@ -22,6 +22,16 @@ _JSON_HIST_DTYPES = {np.dtype(np.uint8): "uint8", np.dtype(np.float32): "float32
 _UNSET = object()
 
 
+def _bfloat16():
+    """ml_dtypes' bfloat16 when it is installed (numpy has none, and this package does not
+    require it); None otherwise."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
 class Retry:
     """When and how long to retry a refused request.
 
@@ -153,6 +163,8 @@ class _Call:
         self.json_arrays = given
         self._dtype = np.dtype(json_dtype) if op != "histogram" else None
         self._arrays = None
+        # bfloat16 travels as its bits (numpy has no bfloat16): '<u2' parts and ?dtype=bfloat16
+        self._bits = self._dtype is not None and self._dtype.name == "bfloat16"
         self.fields = fields          # request fields other than the arrays (None: not sent)
         self.json_dtype = json_dtype  # the JSON body's "dtype"
         self.out_bytes = out_bytes
@@ -167,6 +179,8 @@ class _Call:
         if self._arrays is None:
             self._arrays = {k: a if self._dtype is None else a.astype(self._dtype, copy=False)
                             for k, a in self.json_arrays.items()}
+            if self._bits:
+                self._arrays = {k: a.view(np.uint16) for k, a in self._arrays.items()}
         return self._arrays
 
     def json_body(self):
@@ -206,7 +220,8 @@ def _finite(a):
 def _matrix_dtype(dtype, *arrays, half=False):
     """The job's dtype: the one asked for, else float64 when any operand is float64, float16
     when every operand is float16 and the op takes it (half: GEMM), else float32."""
-    allowed = _MATRIX_DTYPES + ((np.dtype(np.float16),) if half else ())
+    bf16 = _bfloat16() if half else None
+    allowed = _MATRIX_DTYPES + ((np.dtype(np.float16),) if half else ()) + ((bf16,) if bf16 else ())
     if dtype is not None:
         dt = np.dtype(dtype)
         if dt not in allowed:
@@ -217,6 +232,8 @@ def _matrix_dtype(dtype, *arrays, half=False):
         return np.dtype(np.float64)
     if half and all(a.dtype == np.float16 for a in given):
         return np.dtype(np.float16)
+    if bf16 and all(a.dtype == bf16 for a in given):
+        return bf16
     return np.dtype(np.float32)
 
 
@@ -224,7 +241,7 @@ def _matrix(x, name):
     a = np.asarray(x)
     if a.ndim != 2:
         raise ValueError(f"{name} must be a matrix (2-D), got shape {a.shape}")
-    if a.dtype.kind not in "uif":
+    if a.dtype.kind not in "uif" and a.dtype != _bfloat16():
         raise TypeError(f"{name} must hold real numbers, not {a.dtype}")
     return a
 
@@ -359,9 +376,10 @@ class Client:
              kernel="auto", precision=None, dtype=None, timeout_ms=None, transport=None):
         """C = alpha·op(A)·op(B) + beta·C; returns a Result (result: the m×n matrix).
 
-        dtype: float32, float64 or float16; by default float64 when any operand is float64,
-        float16 when all are, else float32 (as the daemon's JSON default). float16 multiplies
-        with float32 sums and answers in float16. precision: None (the daemon's fp32) or "tf32".
+        dtype: float32, float64, float16 or bfloat16 (ml_dtypes' arrays, when it is installed);
+        by default float64 when any operand is float64, float16 or bfloat16 when all operands
+        are, else float32 (as the daemon's JSON default). The half types multiply with float32
+        sums and answer in their own type. precision: None (the daemon's fp32) or "tf32".
         kernel: a name of kernels("gemm"), "auto", or "all" (compare every kernel: the table is
         Result.kernels). timeout_ms: the job's deadline on the daemon."""
         return self._sync(self._prepare_gemm(a, b, c, alpha, beta, trans_a, trans_b, kernel,
@@ -455,6 +473,8 @@ class Client:
         fields = {"kernel": kernel, "alpha": float(alpha), "beta": float(beta),
                   "trans_a": bool(trans_a), "trans_b": bool(trans_b), "precision": precision,
                   "timeout_ms": None if timeout_ms is None else int(timeout_ms)}
+        if dt.name == "bfloat16":
+            fields["dtype"] = "bfloat16"
         return _Call("gemm", given, fields, dt.name, m * n * dt.itemsize, True)
 
     @staticmethod
@@ -627,6 +647,8 @@ class Client:
             else:
                 edges = _uint8_edges(hist, counts.shape[0])
             return HistogramResult(op, counts, edges, meta, "json", r.headers, body)
+        if body["dtype"] == "bfloat16":
+            _bfloat16()  # registers the name with numpy
         out = np.asarray(res["data"], dtype=body["dtype"]).reshape(res["rows"], res["cols"])
         return Result(op, out, meta, "json", r.headers, body)
 
@@ -659,6 +681,8 @@ class Client:
             else:
                 edges = _uint8_edges(hist, bins)
             return HistogramResult(op, arr, edges, meta, "npy", h)
+        if dtype == "bfloat16" and arr.dtype == np.uint16 and _bfloat16() is not None:
+            arr = arr.view(_bfloat16())
         return Result(op, arr, meta, "npy", h)
 
 
