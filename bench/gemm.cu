@@ -7,9 +7,10 @@
  *   tc      the tensor-core sweeps only: squares 1024..8192, sweep `tf32` (cublas-tf32 against
  *           tc-tf32) and `f16`, `bf16` (cuBLAS GemmEx with FP32 accumulation, through the
  *           registry's own launcher, against tc), with tc's forced tile configurations beside
- *           (tc-big, tc-mid, tc-small) and, for f16/bf16, tc-wgmma (the wgmma kernel at any size)
- *           and tc-mma (mma.sync only, `tc` before gemm_wgmma.cu); ratios against the cuBLAS of
- *           the same dtype/precision
+ *           (tc-big, tc-mid, tc-small), tc-wgmma / tc-tf32-wgmma (the wgmma kernel at any size)
+ *           and tc-mma / tc-tf32-mma (mma.sync only, `tc` before gemm_wgmma.cu), for TF32 also
+ *           tc-tf32-wgmma-nt (B stored transposed: no transposing copy); ratios against the
+ *           cuBLAS of the same dtype/precision
  *   profile [V] one dbuf launch at 4096³ (for ncu), V = candidate number (0: shipped)
  * Timing: tools/gpu/harness.cuh (warm-up, L2 flushed before each repeat, median of 3..30
  * repeats, as many as fit ~150 ms per kernel and shape), random inputs in [-1, 1].
@@ -139,14 +140,16 @@ static void fill_dt(cr_dtype dt, void *x, size_t n, unsigned seed)
 }
 
 enum { TC_CUBLAS, TC_OWN }; /* the cuBLAS of the sweep's precision, or tc (variant 0..7) */
-#define TC_V 9                /* rows per size: cuBLAS and tc's variants 0..7 */
+#define TC_V 10               /* rows per size: cuBLAS, tc's variants 0..7, TF32 wgmma with B transposed */
 
 /* One call of a tensor-core sweep's kernel: C = A·B, no transposes, alpha 1, beta 0. */
 static void tc_launch(int kind, int variant, cr_dtype dt, int64_t m, int64_t n, int64_t kk)
 {
     if (kind == TC_OWN) {
-        cr_gemm_dev g = {m, n, kk, false, false, 1.0, 0.0, B.a, B.b, B.c};
-        CK(cr_cuda_gemm_tc_variant(&g, dt, 0, variant));
+        /* variant 8: the wgmma kernel (6) with B stored transposed (n×k, K-major): for TF32 the
+         * same GEMM without the transposing copy of B, so the difference to 6 is its cost */
+        cr_gemm_dev g = {m, n, kk, false, variant == 8, 1.0, 0.0, B.a, B.b, B.c};
+        CK(cr_cuda_gemm_tc_variant(&g, dt, 0, variant == 8 ? 6 : variant));
     } else if (dt == CR_DT_F32) { /* TF32 tensor cores, as the cublas-tf32 row */
         float al = 1.f, be = 0.f;
         CK(cublasSgemm(B.htf32, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)kk, &al, (const float *)B.b, (int)n,
@@ -166,11 +169,12 @@ typedef struct {
 /* variant v-1 of cr_cuda_gemm_tc_variant: the shipped choice, its three tile configurations,
  * two tuning candidates (bench/NOTES-gemm.md), then for FP16/BF16 the wgmma kernel at any size
  * (tc-wgmma) and the mma.sync choice with wgmma off (tc-mma, what `tc` was before gemm_wgmma.cu);
- * TF32 has no wgmma path, so it skips those two rows (NULL) */
+ * TF32 also times its wgmma kernel on a B stored transposed (tc-tf32-wgmma-nt: no transposing
+ * copy; 16-bit types skip that row, NULL) */
 static const char *const tc_names[2][TC_V] = {
-    {"cublas-tf32", "tc-tf32", "tc-tf32-big", "tc-tf32-mid", "tc-tf32-small", "tc-tf32-big4", "tc-tf32-tall", NULL,
-     NULL},
-    {"cublas", "tc", "tc-big", "tc-mid", "tc-small", "tc-big4", "tc-tall", "tc-wgmma", "tc-mma"}};
+    {"cublas-tf32", "tc-tf32", "tc-tf32-big", "tc-tf32-mid", "tc-tf32-small", "tc-tf32-big4", "tc-tf32-tall",
+     "tc-tf32-wgmma", "tc-tf32-mma", "tc-tf32-wgmma-nt"},
+    {"cublas", "tc", "tc-big", "tc-mid", "tc-small", "tc-big4", "tc-tall", "tc-wgmma", "tc-mma", NULL}};
 
 static void bench_tc_sweep(tc_sweep *sw)
 {
@@ -303,6 +307,12 @@ int main(int argc, char **argv)
     CK(cublasSetMathMode(B.h, CUBLAS_PEDANTIC_MATH)); /* exact FP32: no tensor-core shortcut */
     CK(cublasSetMathMode(B.htf32, CUBLAS_TF32_TENSOR_OP_MATH));
     CK(cublasCreate(&B.hx));
+    /* tc-tf32's wgmma path takes its scratch from the stream's pool, as in the daemon
+     * (backend_cuda.cu): keep the pool's memory across synchronizations, as it does */
+    cudaMemPool_t pool;
+    uint64_t keep = UINT64_MAX;
+    CK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
 
     if (!strcmp(mode, "profile")) {
         gpu_print_clocks(stdout); /* no CSV to put a sidecar beside; ncu sets its own clocks (base) */

@@ -62,10 +62,12 @@ static const cr_kernel cuda_rows[] = {
     CUDA_ROW("cublas-tf32", CR_OP_GEMM, F32, cr_cuda_launch_gemm_cublas_tf32, "cuBLAS with TF32 tensor cores",
              .precision = CR_PREC_TF32, .batchable = true, .max_dim = BLAS_DIM),
     CUDA_ROW("tc-tf32", CR_OP_GEMM, F32, cr_cuda_launch_gemm_tc_tf32,
-             "own tensor-core GEMM: mma.sync TF32, FP32 accumulation, cp.async pipeline",
-             .precision = CR_PREC_TF32),
+             "own tensor-core GEMM: TF32, FP32 accumulation; wgmma + TMA on Hopper (MN-major operands "
+             "transposed into scratch), else mma.sync with a cp.async pipeline",
+             .precision = CR_PREC_TF32, .scratch = cr_cuda_scratch_gemm_tc_tf32),
     CUDA_ROW("tc", CR_OP_GEMM, F16 | BF16, cr_cuda_launch_gemm_tc,
-             "own tensor-core GEMM: mma.sync FP16/BF16, FP32 accumulation, cp.async pipeline"),
+             "own tensor-core GEMM: FP16/BF16, FP32 accumulation; wgmma + TMA on Hopper from 512^3, else "
+             "mma.sync with a cp.async pipeline"),
     CUDA_ROW("gemm", CR_OP_ATA, F32, cr_cuda_launch_ata_gemm, "AᵀA as a GEMM through the dbuf kernel"),
     CUDA_ROW("basic", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_basic, "one output per thread, full matrix"),
     CUDA_ROW("symtile", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_symtile,

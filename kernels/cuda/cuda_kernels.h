@@ -37,12 +37,22 @@ cudaError_t cr_cuda_gemm_dbuf(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
  * and CR_DT_BF16 (C in the same dtype). Both accumulate in FP32. */
 cudaError_t cr_cuda_gemm_tc_tf32(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 cudaError_t cr_cuda_gemm_tc(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
-/* tc's wgmma + TMA path (gemm_wgmma.cu, sm_90a, compute capability 9.0 only): F16/BF16, any
- * transposes, base pointers 16-byte aligned and leading dimensions multiples of 8 elements.
- * applies() says whether it takes g (with any_size false, only problems big enough to gain);
- * cr_cuda_gemm_wgmma answers cudaErrorNotSupported where it does not apply. */
+/* tc_tf32 with device scratch for its wgmma path (cr_cuda_gemm_wgmma_work_bytes); work NULL or
+ * short: taken from the stream's memory pool (cudaMallocAsync), as cr_cuda_gemm_tc_tf32 does. */
+cudaError_t cr_cuda_gemm_tc_tf32_ws(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
+                                    cudaStream_t s);
+/* The wgmma + TMA path of tc and tc_tf32 (gemm_wgmma.cu, sm_90a, compute capability 9.0 only).
+ * F16/BF16: any transposes, base pointers 16-byte aligned and leading dimensions multiples of 8
+ * elements. F32 (TF32 multiplies): the K-major operands (A untransposed, B transposed) 16-byte
+ * aligned with leading dimensions multiples of 4; MN-major ones are transposed into scratch of
+ * cr_cuda_gemm_wgmma_work_bytes (0 for F16/BF16). applies() says whether it takes g (with
+ * any_size false, only problems big enough to gain); cr_cuda_gemm_wgmma answers
+ * cudaErrorNotSupported where it does not apply and takes its scratch from the stream's pool. */
 bool cr_cuda_gemm_wgmma_applies(const cr_gemm_dev *g, cr_dtype dt, bool any_size);
+size_t cr_cuda_gemm_wgmma_work_bytes(const cr_gemm_dev *g, cr_dtype dt);
 cudaError_t cr_cuda_gemm_wgmma(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+cudaError_t cr_cuda_gemm_wgmma_ws(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
+                                  cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,8 @@
  * can be checked piece by piece against the PTX fragment tables. bench/NOTES-gemm.md has the
  * figures and what this leaves on the table against cuBLAS's wgmma kernels. Since then, `tc`
  * hands FP16/BF16 problems that TMA can read and that are big enough to gemm_wgmma.cu (wgmma +
- * TMA, sm_90a); this kernel keeps TF32 and everything else (tc_dispatch).
+ * TMA, sm_90a), and so does `tc-tf32` (its MN-major operands transposed into scratch first,
+ * wgmma having no transpose for TF32); this kernel keeps everything else (tc_dispatch).
  *
  * Structure:
  *  - a block owns a BM×BN tile of C, each warp a WM×WN tile made of 16×8 mma tiles whose FP32
@@ -555,7 +556,8 @@ static cudaError_t tc_check(const cr_gemm_dev *g, bool ok_dtype, int variant)
     return cudaSuccess;
 }
 
-static cudaError_t tc_dispatch(const cr_gemm_dev *g, cr_dtype dt, bool tf32, int variant, cudaStream_t s)
+static cudaError_t tc_dispatch(const cr_gemm_dev *g, cr_dtype dt, bool tf32, int variant, void *work,
+                               size_t work_bytes, cudaStream_t s)
 {
     bool ok = tf32 ? dt == CR_DT_F32 : (dt == CR_DT_F16 || dt == CR_DT_BF16);
     cudaError_t e = tc_check(g, ok, variant);
@@ -563,10 +565,11 @@ static cudaError_t tc_dispatch(const cr_gemm_dev *g, cr_dtype dt, bool tf32, int
         return cudaSuccess;
     if (e != cudaSuccess)
         return e;
-    /* FP16/BF16: the wgmma + TMA kernel (gemm_wgmma.cu) where it applies and, for the shipped
-     * choice, where the problem is big enough; variant 6 takes it at any size, 7 never */
-    if (!tf32 && (variant == 0 || variant == 6) && cr_cuda_gemm_wgmma_applies(g, dt, variant == 6))
-        return cr_cuda_gemm_wgmma(g, dt, s);
+    /* the wgmma + TMA kernel (gemm_wgmma.cu; TF32 with its MN-major operands transposed into
+     * work first) where it applies and, for the shipped choice, where the problem is big enough;
+     * variant 6 takes it at any size, 7 never */
+    if ((variant == 0 || variant == 6) && cr_cuda_gemm_wgmma_applies(g, dt, variant == 6))
+        return cr_cuda_gemm_wgmma_ws(g, dt, work, work_bytes, s);
     if (dt == CR_DT_F32)
         return tc_run<float>(g, variant, s);
     if (dt == CR_DT_F16)
@@ -576,19 +579,26 @@ static cudaError_t tc_dispatch(const cr_gemm_dev *g, cr_dtype dt, bool tf32, int
 
 extern "C" cudaError_t cr_cuda_gemm_tc_tf32(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
 {
-    return tc_dispatch(g, dt, true, 0, s);
+    return tc_dispatch(g, dt, true, 0, nullptr, 0, s);
+}
+
+extern "C" cudaError_t cr_cuda_gemm_tc_tf32_ws(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
+                                               cudaStream_t s)
+{
+    return tc_dispatch(g, dt, true, 0, work, work_bytes, s);
 }
 
 extern "C" cudaError_t cr_cuda_gemm_tc(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
 {
-    return tc_dispatch(g, dt, false, 0, s);
+    return tc_dispatch(g, dt, false, 0, nullptr, 0, s);
 }
 
 /* Tuning hook for tests/gpu/gemm.cu and bench/gemm.cu only (not in cuda_kernels.h): variant 0
  * is the shipped choice, 1..3 force big, mid, small, 4..5 run the tuning candidates (NN,
  * aligned only), 6 takes the wgmma kernel wherever it applies (any size; else as 0), 7 is the
- * shipped mma.sync choice with wgmma off. F32 runs the TF32 kernel (6 and 7 as 0). */
+ * shipped mma.sync choice with wgmma off. F32 runs the TF32 kernels (its scratch, when wgmma
+ * needs one, from the stream's memory pool). */
 extern "C" cudaError_t cr_cuda_gemm_tc_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant)
 {
-    return tc_dispatch(g, dt, dt == CR_DT_F32, variant, s);
+    return tc_dispatch(g, dt, dt == CR_DT_F32, variant, nullptr, 0, s);
 }

@@ -29,8 +29,25 @@ OWN_GEMM(smem)
 OWN_GEMM(blocktile)
 OWN_GEMM(vec)
 OWN_GEMM(dbuf)
-OWN_GEMM(tc_tf32)
 OWN_GEMM(tc)
+
+/* tc-tf32's wgmma path transposes its MN-major operands into the row's scratch */
+extern "C" int cr_cuda_launch_gemm_tc_tf32(cr_cuda_launch *l)
+{
+    cr_gemm_dev g = gemm_dev(l);
+    return cr_cuda_gemm_tc_tf32_ws(&g, l->t->dtype, l->scratch, l->scratch_bytes, l->w->stream);
+}
+
+/* what the wgmma path may need: the transposed operands, for every problem its size rule could
+ * take (pointers are not known yet; an unused scratch is only memory) */
+extern "C" uint64_t cr_cuda_scratch_gemm_tc_tf32(const cr_task *t)
+{
+    const cr_gemm_task *a = &t->u.gemm;
+    if ((double)a->m * (double)a->n * (double)a->k < 512.0 * 512.0 * 512.0)
+        return 0;
+    cr_gemm_dev g = {a->m, a->n, a->k, a->trans_a, a->trans_b, 1.0, 0.0, NULL, NULL, NULL};
+    return cr_cuda_gemm_wgmma_work_bytes(&g, t->dtype);
+}
 
 /* C(m×n) = alpha·op(A)·op(B) + beta·C for `batch` problems at strides of one matrix each. */
 static cublasStatus_t gemm_strided(cublasHandle_t h, const cr_gemm_dev *g, cr_dtype dt, int batch)
