@@ -434,6 +434,7 @@ static int run_encode(long side, cr_dtype dt)
 int main(int argc, char **argv)
 {
     long side = argc > 1 ? atol(argv[1]) : 1024;
+    const char *only = argc > 2 ? argv[2] : NULL; /* decode cases whose name holds it; no encode */
     long n = 2 * side * side;
     int rc = 0;
     mallopt(M_MMAP_THRESHOLD, 4 << 20); /* as the daemon (server/main.c) */
@@ -444,6 +445,8 @@ int main(int argc, char **argv)
     double worst_peak = 0, worst_refused_peak = 0;
     for (size_t i = 0; i < N_CASES; i++) {
         result r;
+        if (only && !strstr(cases[i].name, only))
+            continue;
         if (run_decode(&cases[i], n, &r) != 0) {
             printf("%-26s failed to run\n", cases[i].name);
             rc = 1;
@@ -466,6 +469,8 @@ int main(int argc, char **argv)
     if (worst_refused)
         printf("worst refused shape:  %s, peak %.2fx body\n", worst_refused->name,
                worst_refused_peak);
+    if (only)
+        return rc;
     rc |= run_encode((long)((double)side * 1.41421356), CR_DT_F32);
     rc |= run_encode((long)((double)side * 1.41421356), CR_DT_F64);
     printf("targets: >= 150 MB/s per core each way; peak <= 3x body. peak = (body + peak RSS\n"

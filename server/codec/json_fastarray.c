@@ -659,6 +659,10 @@ double cr_jfast_next(const char **pp)
         digits += digits || *p != '0';
         p++;
     }
+    if (digits <= 15 && *p != '.' && *p != 'e' && *p != 'E') { /* an integer: exact as it is */
+        *pp = p;
+        return neg ? -(double)m : (double)m;
+    }
     if (*p == '.') {
         p++;
         while (is_digit((unsigned char)*p)) {
