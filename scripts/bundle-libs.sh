@@ -14,9 +14,9 @@
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 FILE..." >&2; exit 2; }
 top=$(git rev-parse --show-toplevel)
-out=$top/.device
+out=$top/${BUNDLE_DIR:-.device}  # BUNDLE_DIR=.device-x: a second bundle beside the first
 exclude=$(git rev-parse --path-format=absolute --git-path info/exclude) # a worktree's .git is a file
-grep -qx '/.device/' "$exclude" 2>/dev/null || { mkdir -p "$(dirname "$exclude")"; echo '/.device/' >> "$exclude"; }
+grep -qx "/${BUNDLE_DIR:-.device}/" "$exclude" 2>/dev/null || { mkdir -p "$(dirname "$exclude")"; echo "/${BUNDLE_DIR:-.device}/" >> "$exclude"; }
 mkdir -p "$out/bin" "$out/lib"
 # glibc, the C++ runtime and the CUDA/driver libraries are on the GPU machine already
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvidia|libnvrtc|libcufft|libcurand|libcusparse|libcusolver|libnvJitLink|libnvml)'
@@ -34,5 +34,5 @@ cuda=$(ls -d /usr/local/cuda-13*/targets/x86_64-linux/lib 2>/dev/null | head -1)
 export LD_LIBRARY_PATH="$here/lib:${cuda:+$cuda:}${LD_LIBRARY_PATH:-}"
 export PATH="$here/bin:$PATH"
 ENV
-echo "bundled into .device/ ($(du -sh "$out" | cut -f1)): $(ls "$out/bin" | tr '\n' ' ')"
-echo "device run: carry [\".device\"], command: source .device/env.sh && <binary> ..."
+echo "bundled into ${BUNDLE_DIR:-.device}/ ($(du -sh "$out" | cut -f1)): $(ls "$out/bin" | tr '\n' ' ')"
+echo "device run: carry [\"${BUNDLE_DIR:-.device}\"], command: source ${BUNDLE_DIR:-.device}/env.sh && <binary> ..."
