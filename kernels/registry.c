@@ -65,6 +65,11 @@ static const cr_kernel cuda_rows[] = {
              "own tensor-core GEMM: TF32, FP32 accumulation; wgmma + TMA on Hopper (MN-major operands "
              "transposed into scratch), else mma.sync with a cp.async pipeline",
              .precision = CR_PREC_TF32, .scratch = cr_cuda_scratch_gemm_tc_tf32),
+    CUDA_ROW("tc-3xtf32", CR_OP_GEMM, F32, cr_cuda_launch_gemm_tc_3xtf32,
+             "own tensor-core GEMM in FP32's error class: each operand split into two TF32 parts, "
+             "three TF32 products (3xTF32) through tc-tf32; scratch of 3k floats per row and column; "
+             "named only: auto does not pick it",
+             .named_only = true, .scratch = cr_cuda_scratch_gemm_tc_3xtf32),
     CUDA_ROW("tc", CR_OP_GEMM, F16 | BF16, cr_cuda_launch_gemm_tc,
              "own tensor-core GEMM: FP16/BF16, FP32 accumulation; wgmma + TMA on Hopper from 512^3, else "
              "mma.sync with a cp.async pipeline"),
@@ -165,6 +170,8 @@ bool cr_kernel_candidate(const cr_kernel *k, const cr_task *t, bool compare)
 {
     if (k->hidden || k->op != t->op || !(k->dtypes & CR_DT_BIT(t->dtype)) ||
         (k->max_dim && largest_dim(t) > k->max_dim))
+        return false;
+    if (k->named_only && !compare)
         return false;
     if (k->precision != CR_PREC_TF32)
         return true;

@@ -40,6 +40,7 @@ struct cr_kernel {
     bool reference;           /* its op's reference: compare mode's baseline, auto's fallback */
     bool batchable;           /* may run several queued jobs in one launch (the batcher) */
     bool hidden;              /* test builds' fault injection: found by name, never listed, tried or picked */
+    bool named_only;          /* runs when named and in compare mode; auto never picks it */
     int64_t max_dim;          /* largest m, n, k, or histogram element count it takes; 0: any */
     const char *summary;
     cr_cpu_launcher cpu;      /* exactly one of cpu/cuda, by backend */

@@ -41,6 +41,12 @@ cudaError_t cr_cuda_gemm_tc(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
  * short: taken from the stream's memory pool (cudaMallocAsync), as cr_cuda_gemm_tc_tf32 does. */
 cudaError_t cr_cuda_gemm_tc_tf32_ws(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
                                     cudaStream_t s);
+/* FP32 at FP32 accuracy on the tensor cores (gemm_3xtf32.cu): both operands split into TF32
+ * big and small parts in scratch of cr_cuda_gemm_3xtf32_work_bytes (work NULL or short: taken
+ * from the stream's memory pool), three TF32 products through tc_tf32. */
+size_t cr_cuda_gemm_3xtf32_work_bytes(const cr_gemm_dev *g, cr_dtype dt);
+cudaError_t cr_cuda_gemm_3xtf32_ws(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes, cudaStream_t s);
+cudaError_t cr_cuda_gemm_3xtf32(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 /* The wgmma + TMA path of tc and tc_tf32 (gemm_wgmma.cu, sm_90a, compute capability 9.0 only).
  * F16/BF16: any transposes, base pointers 16-byte aligned and leading dimensions multiples of 8
  * elements. F32 (TF32 multiplies): the K-major operands (A untransposed, B transposed) 16-byte

@@ -49,6 +49,21 @@ extern "C" uint64_t cr_cuda_scratch_gemm_tc_tf32(const cr_task *t)
     return cr_cuda_gemm_wgmma_work_bytes(&g, t->dtype);
 }
 
+/* tc-3xtf32 splits both operands into its scratch (3 k-long TF32 rows per row of op(A), per
+ * column of op(B)) */
+extern "C" int cr_cuda_launch_gemm_tc_3xtf32(cr_cuda_launch *l)
+{
+    cr_gemm_dev g = gemm_dev(l);
+    return cr_cuda_gemm_3xtf32_ws(&g, l->t->dtype, l->scratch, l->scratch_bytes, l->w->stream);
+}
+
+extern "C" uint64_t cr_cuda_scratch_gemm_tc_3xtf32(const cr_task *t)
+{
+    const cr_gemm_task *a = &t->u.gemm;
+    cr_gemm_dev g = {a->m, a->n, a->k, a->trans_a, a->trans_b, 1.0, 0.0, NULL, NULL, NULL};
+    return cr_cuda_gemm_3xtf32_work_bytes(&g, t->dtype);
+}
+
 /* C(m×n) = alpha·op(A)·op(B) + beta·C for `batch` problems at strides of one matrix each. */
 static cublasStatus_t gemm_strided(cublasHandle_t h, const cr_gemm_dev *g, cr_dtype dt, int batch)
 {

@@ -24,6 +24,8 @@ int cr_cuda_launch_gemm_cublas(struct cr_cuda_launch *l);
 int cr_cuda_launch_gemm_cublas_tf32(struct cr_cuda_launch *l);
 int cr_cuda_launch_gemm_tc_tf32(struct cr_cuda_launch *l);
 uint64_t cr_cuda_scratch_gemm_tc_tf32(const cr_task *t);
+int cr_cuda_launch_gemm_tc_3xtf32(struct cr_cuda_launch *l);
+uint64_t cr_cuda_scratch_gemm_tc_3xtf32(const cr_task *t);
 int cr_cuda_launch_gemm_tc(struct cr_cuda_launch *l);
 
 int cr_cuda_launch_ata_gemm(struct cr_cuda_launch *l);
