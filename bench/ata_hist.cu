@@ -2,7 +2,7 @@
  *   build/bench/ata_hist results.csv
  * AᵀA FP32 (m = n = 1024..8192): gemm (dbuf on Aᵀ·A), symtile, cuBLAS SSYRK, cuBLAS SGEMM as AᵀA.
  * AᵀA FP64 on the C2075 write-up's sizes (2000²..18000², as many as fit ~2 minutes): symtile,
- * DSYRK, DGEMM. Histograms of random bytes 1 MiB..1 GiB: global, smem, smem-vec, cub, beside a
+ * dmma, DSYRK, DGEMM. Histograms of random bytes 1 MiB..1 GiB: global, smem, smem-vec, cub, beside a
  * device-to-device cudaMemcpy (read + write counted) measured in the same run. hist_bins: 256 MiB
  * of uniform float32 and float64 over [-1, 1], 256 to 2^20 bins (the API's default limit):
  * cub, smem-vec as dispatched and each of its paths that holds the bins (hist_smem_vec.h), and
@@ -12,8 +12,9 @@
  * cr_task_flops does. ratio_vs_ref = reference time / this time. SYRK is timed alone (no
  * mirror), the strictest reference. CSV columns:
  * sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref (hist_bins: n is the bins)
- * A third argument runs only the sweeps it names (comma-separated: ata_f32, hist (hist_u8 and
- * hist_dtypes), hist_bins, ata_f64); without it, all of them.
+ * A third argument runs only the sweeps it names (comma-separated: ata_f32, ata_sym (symtile's
+ * FP32 tuning variants), hist (hist_u8 and hist_dtypes), hist_bins, ata_f64); without it, all of
+ * them.
  * It also prints the device's peaks and the SM clock measured before the first and after the
  * last sweep, and writes them to results.device.json for the plots (gpu_run_begin). */
 #include "tools/gpu/harness.cuh"
@@ -74,6 +75,7 @@ __global__ void fill_uniform(float *f, double *d, unsigned char *b, size_t count
 static cublasHandle_t blas;
 static double best_speed[8]; /* collected target ratios */
 static int bins_mismatches; /* hist_bins kernels whose counts differ from CUB's */
+static double dmma_worst;   /* the lowest DSYRK time / dmma time, n <= 8000 */
 
 static void ata_fp32(int n)
 {
@@ -85,6 +87,11 @@ static void ata_fp32(int n)
     double flops = 2.0 * m * (double)n * n;
     const float one = 1, zero = 0;
     cr_ata_dev d = {m, n, false, a, c, NULL};
+    void *work = NULL; /* symtile's stream-K slots, when its plan splits tiles */
+    size_t wb = cr_cuda_ata_work_bytes(&d, CR_DT_F32, cr_cuda_ata_symtile);
+    if (wb)
+        CK(cudaMalloc(&work, wb));
+    d.work = work;
     cr_gemm_dev g = {n, n, m, true, false, 1.0, 0.0, a, a, c};
     double syrk = time_ms([&] { CK(cublasSsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); }, 10);
     double sgemm = time_ms([&] { CK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, m, &one, a, n, a, n, &zero, c, n)); }, 10);
@@ -100,6 +107,45 @@ static void ata_fp32(int n)
     }
     CK(cudaFree(a));
     CK(cudaFree(c));
+    CK(cudaFree(work));
+}
+
+/* symtile's FP32 variants (kernels/cuda/ata_symtile.cu: variant % 10 the configuration, /10 the
+ * schedule, /100 the tile-rows per group) beside SSYRK, m = n: sweep ata_sym. */
+extern "C" cudaError_t cr_cuda_ata_symtile_variant(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s, int variant);
+extern "C" size_t cr_cuda_ata_symtile_variant_work_bytes(const cr_ata_dev *t, cr_dtype dt, int variant);
+
+static void ata_sym_variants(int n)
+{
+    static const int variants[] = {0, 1, 12, 22, 13, 23, 14, 24, 15, 25, 16, 26, 17, 27, 1610, 3220};
+    int m = n;
+    float *a, *c;
+    void *work = NULL;
+    CK(cudaMalloc(&a, (size_t)m * n * 4));
+    CK(cudaMalloc(&c, (size_t)n * n * 4));
+    fill_uniform<<<1024, 256>>>(a, NULL, NULL, (size_t)m * n, 1);
+    cr_ata_dev d = {m, n, false, a, c, NULL};
+    size_t wb = 0;
+    for (int v : variants)
+        if (cr_cuda_ata_symtile_variant_work_bytes(&d, CR_DT_F32, v) > wb)
+            wb = cr_cuda_ata_symtile_variant_work_bytes(&d, CR_DT_F32, v);
+    if (wb)
+        CK(cudaMalloc(&work, wb));
+    d.work = work;
+    double flops = 2.0 * m * (double)n * n;
+    const float one = 1, zero = 0;
+    double syrk = time_ms([&] { CK(cublasSsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); }, 10);
+    row("ata_sym", "cublas-syrk", "f32", m, n, 0, syrk, flops / syrk / 1e6, "GFLOP/s", 1.0);
+    for (int v : variants) {
+        char name[32];
+        snprintf(name, sizeof name, "symtile-v%d", v);
+        double ms = time_ms([&] { CK(cr_cuda_ata_symtile_variant(&d, CR_DT_F32, 0, v)); }, 10);
+        row("ata_sym", name, "f32", m, n, (long long)cr_cuda_ata_symtile_variant_work_bytes(&d, CR_DT_F32, v), ms,
+            flops / ms / 1e6, "GFLOP/s", syrk / ms);
+    }
+    CK(cudaFree(a));
+    CK(cudaFree(c));
+    CK(cudaFree(work));
 }
 
 static void ata_fp64(int n)
@@ -115,9 +161,13 @@ static void ata_fp64(int n)
     double syrk = time_ms([&] { CK(cublasDsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); }, 5, 1500);
     double dgemm = time_ms([&] { CK(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, m, &one, a, n, a, n, &zero, c, n)); }, 5, 1500);
     double sym = time_ms([&] { CK(cr_cuda_ata_symtile(&d, CR_DT_F64, 0)); }, 5, 1500);
+    double dm = time_ms([&] { CK(cr_cuda_ata_dmma(&d, CR_DT_F64, 0)); }, 5, 1500);
     row("ata_f64", "cublas-syrk", "f64", m, n, 0, syrk, flops / syrk / 1e6, "GFLOP/s", 1.0);
     row("ata_f64", "cublas-dgemm", "f64", m, n, 0, dgemm, flops / dgemm / 1e6, "GFLOP/s", syrk / dgemm);
     row("ata_f64", "symtile", "f64", m, n, 0, sym, flops / sym / 1e6, "GFLOP/s", syrk / sym);
+    row("ata_f64", "dmma", "f64", m, n, 0, dm, flops / dm / 1e6, "GFLOP/s", syrk / dm);
+    if (n <= 8000 && (dmma_worst == 0 || syrk / dm < dmma_worst))
+        dmma_worst = syrk / dm;
     CK(cudaFree(a));
     CK(cudaFree(c));
 }
@@ -334,8 +384,11 @@ int main(int argc, char **argv)
     CK(cublasCreate(&blas));
     gpu_device dev = gpu_run_begin(stdout, argv[1]);
     if (wanted(only, "ata_f32"))
-        for (int n : {1024, 2048, 4096, 8192})
+        for (int n : {1024, 2048, 3072, 4096, 6144, 8192})
             ata_fp32(n);
+    if (wanted(only, "ata_sym"))
+        for (int n : {1024, 2048, 3072, 4096, 6144, 8192})
+            ata_sym_variants(n);
     if (wanted(only, "hist"))
         hist_sweep();
     if (wanted(only, "hist_bins"))
@@ -353,6 +406,8 @@ int main(int argc, char **argv)
     printf("  smem-vec vs CUB, 512 MiB u8:              %.2fx (target >= 1.1)  [%.4f ms vs %.4f ms]\n", best_speed[2],
            best_speed[4], best_speed[5]);
     printf("  smem-vec rate / D2D copy rate (%.0f GB/s): %.0f%% (target >= 80%%)\n", best_speed[6], best_speed[3] * 100);
+    if (wanted(only, "ata_f64"))
+        printf("  dmma vs cuBLAS DSYRK, FP64 n<=8000, worst: %.2fx (target >= 0.8)\n", dmma_worst);
     if (wanted(only, "hist_bins"))
         printf("  hist_bins: %d kernels' counts differ from CUB's\n", bins_mismatches);
     return bins_mismatches ? 1 : 0;

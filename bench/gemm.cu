@@ -1,9 +1,10 @@
 /* Benchmark of our own GEMM kernels against cuBLAS (SGEMM, TF32 tensor cores, DGEMM).
  *
- * usage: gemm OUT.csv [full|quick|tc|profile]
+ * usage: gemm OUT.csv [full|quick|tc|splitk|profile]
  *   full    squares 128..8192 and the V100 write-up's sweep M=N=128..16384 with K=1024, then the
  *           tensor-core sweeps (below)
- *   quick   4096³ and 8192³ only, own dbuf candidates vs cuBLAS (tuning)
+ *   quick   4096³ and 8192³ only, own dbuf candidates and tc-3xtf32 (FP32 through 3xTF32 tensor-core
+ *           products) vs cuBLAS SGEMM (tuning)
  *   tc      the tensor-core sweeps only: squares 1024..8192, sweep `tf32` (cublas-tf32 against
  *           tc-tf32) and `f16`, `bf16` (cuBLAS GemmEx with FP32 accumulation, through the
  *           registry's own launcher, against tc), with tc's forced tile configurations beside
@@ -11,7 +12,15 @@
  *           and tc-mma / tc-tf32-mma (mma.sync only, `tc` before gemm_wgmma.cu), for TF32 also
  *           tc-tf32-wgmma-nt (B stored transposed: no transposing copy); ratios against the
  *           cuBLAS of the same dtype/precision
+ *   splitk  dbuf's split-K: M=N = 128..2048 with K=1024 and 4096³, cuBLAS SGEMM against dbuf as
+ *           the daemon runs it (`dbuf`: registry scratch, then the launcher), dbuf without scratch
+ *           (`dbuf-nosplit`, as before split-K) and, up to 2048, every tile configuration forced
+ *           into 1..64 K slices (`split-CFG-S`), to fit and check the choice rule; then 3072² and
+ *           4096² with K=1024, 4096³ and 8192³ (no split expected: no regression)
  *   profile [V] one dbuf launch at 4096³ (for ncu), V = candidate number (0: shipped)
+ * `dbuf` is the registry row as cuda_run.cu runs it (the scratch its scratch function asks for,
+ * then its launcher): split-K where the rule picks it; `dbuf-nosplit` is cr_cuda_gemm_dbuf (no
+ * scratch, never splits; the AᵀA `gemm` row's path).
  * Timing: tools/gpu/harness.cuh (warm-up, L2 flushed before each repeat, median of 3..30
  * repeats, as many as fit ~150 ms per kernel and shape), random inputs in [-1, 1].
  * CSV columns: sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas (ratio = cuBLAS time of the
@@ -29,13 +38,17 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/launchers.h"
 
 /* tuning hooks in kernels/cuda/gemm_dbuf.cu and gemm_tc.cu (not part of the public header) */
 extern "C" cudaError_t cr_cuda_gemm_dbuf_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
 extern "C" cudaError_t cr_cuda_gemm_tc_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
+extern "C" cudaError_t cr_cuda_gemm_dbuf_split(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
+                                               cudaStream_t s, int cfg, int slices);
+extern "C" cudaError_t cr_cuda_gemm_dbuf_plan(const cr_gemm_dev *g, int *cfg, int *slices);
 
 
-enum { K_OWN, K_VARIANT, K_CUBLAS, K_TF32 };
+enum { K_OWN, K_VARIANT, K_CUBLAS, K_TF32, K_REGISTRY, K_SPLIT };
 
 typedef struct {
     const char *name;
@@ -53,10 +66,12 @@ static const bench_kernel all_kernels[] = {
     {"smem", K_OWN, cr_cuda_gemm_smem, 0, CR_DT_F32, 8192},
     {"blocktile", K_OWN, cr_cuda_gemm_blocktile, 0, CR_DT_F32, 1 << 30},
     {"vec", K_OWN, cr_cuda_gemm_vec, 0, CR_DT_F32, 1 << 30},
-    {"dbuf", K_OWN, cr_cuda_gemm_dbuf, 0, CR_DT_F32, 1 << 30},
+    {"dbuf", K_REGISTRY, NULL, 0, CR_DT_F32, 1 << 30},
+    {"dbuf-nosplit", K_OWN, cr_cuda_gemm_dbuf, 0, CR_DT_F32, 1 << 30},
     {"dbuf-big", K_VARIANT, NULL, 1, CR_DT_F32, 1 << 30},
     {"dbuf-mid", K_VARIANT, NULL, 2, CR_DT_F32, 1 << 30},
     {"dbuf-small", K_VARIANT, NULL, 3, CR_DT_F32, 1 << 30},
+    {"tc-3xtf32", K_OWN, cr_cuda_gemm_3xtf32, 0, CR_DT_F32, 1 << 30},
     {"cublas-tf32", K_TF32, NULL, 0, CR_DT_F32, 1 << 30},
     {"cublas", K_CUBLAS, NULL, 0, CR_DT_F64, 1 << 30},
     {"blocktile", K_OWN, cr_cuda_gemm_blocktile, 0, CR_DT_F64, 8192},
@@ -67,6 +82,8 @@ static struct {
     void *a, *b, *c;
     cublasHandle_t h, htf32;
     cublasHandle_t hx; /* default math, as the daemon's workers: the float16/bfloat16 reference */
+    void *work;        /* dbuf's split-K scratch */
+    size_t work_bytes;
     gpu_timer timer;
     FILE *csv;
 } B;
@@ -219,11 +236,36 @@ static void print_tc(const tc_sweep *sw, int n)
                        sw[i].ms8[0] / sw[i].ms8[v]);
 }
 
+/* dbuf as the daemon runs its registry row (cuda_run.cu): the scratch bytes the row's scratch
+ * function asks for the task, then the launcher with them (NULL when 0) */
+static void launch_registry(int64_t m, int64_t n, int64_t kk)
+{
+    cr_task t;
+    memset(&t, 0, sizeof t);
+    t.op = CR_OP_GEMM;
+    t.dtype = CR_DT_F32;
+    t.u.gemm = cr_gemm_task{m, n, kk, false, false, 1.0, 0.0, B.a, B.b, NULL, B.c};
+    size_t bytes = (size_t)cr_cuda_scratch_gemm_dbuf(&t);
+    if (bytes > B.work_bytes)
+        CK(cudaErrorMemoryAllocation);
+    cr_worker w;
+    memset(&w, 0, sizeof w);
+    w.stream = 0;
+    cr_cuda_err e;
+    memset(&e, 0, sizeof e);
+    cr_cuda_launch l = {&w, &t, {B.a, B.b, NULL}, B.c, bytes ? B.work : NULL, bytes, &e};
+    CK((cudaError_t)cr_cuda_launch_gemm_dbuf(&l));
+}
+
 static void launch(const bench_kernel *k, int64_t m, int64_t n, int64_t kk)
 {
     cr_gemm_dev g = {m, n, kk, false, false, 1.0, 0.0, B.a, B.b, B.c};
     if (k->kind == K_OWN) {
         CK(k->fn(&g, k->dt, 0));
+    } else if (k->kind == K_REGISTRY) {
+        launch_registry(m, n, kk);
+    } else if (k->kind == K_SPLIT) { /* variant = configuration (1..3) · 100 + slices */
+        CK(cr_cuda_gemm_dbuf_split(&g, k->dt, B.work, B.work_bytes, 0, k->variant / 100, k->variant % 100));
     } else if (k->kind == K_VARIANT) {
         CK(cr_cuda_gemm_dbuf_variant(&g, k->dt, 0, k->variant));
     } else if (k->dt == CR_DT_F64) {
@@ -251,8 +293,12 @@ typedef struct {
 
 /* The rows the ratios are taken against and reported for, by what they run (not their names). */
 static bool is_sgemm(const bench_kernel *k) { return k->kind == K_CUBLAS && k->dt == CR_DT_F32; }
-static bool is_dbuf(const bench_kernel *k) { return k->kind == K_OWN && k->fn == cr_cuda_gemm_dbuf; }
-static bool is_fast_own(const bench_kernel *k) { return is_dbuf(k) || (k->kind == K_OWN && k->fn == cr_cuda_gemm_vec); }
+static bool is_dbuf(const bench_kernel *k) { return k->kind == K_REGISTRY; }
+static bool is_fast_own(const bench_kernel *k)
+{
+    return is_dbuf(k) ||
+           (k->kind == K_OWN && (k->fn == cr_cuda_gemm_vec || k->fn == cr_cuda_gemm_dbuf || k->fn == cr_cuda_gemm_3xtf32));
+}
 
 /* all kernels (of the mask) on one shape; ratio against cuBLAS of the same dtype */
 static int bench_shape(const char *sweep, int64_t m, int64_t n, int64_t kk, const bool *use, result *out)
@@ -294,6 +340,57 @@ static void print_table(int64_t s, const result *r, int cnt)
                2.0 * s * s * s / (r[i].ms * 1e9), ref / r[i].ms);
 }
 
+/* One size of the splitk sweep: cuBLAS, dbuf (registry path), dbuf-nosplit, and with `forced`
+ * every configuration at 2..32 slices that fits the scratch. Prints one summary line. */
+static void splitk_size(int64_t m, int64_t n, int64_t kk, bool forced)
+{
+    static const char *const cfg_name[4] = {"auto", "big", "mid", "small"};
+    static const int slices[] = {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64};
+    const bench_kernel fixed[3] = {{"cublas", K_CUBLAS, NULL, 0, CR_DT_F32, 1 << 30},
+                                   {"dbuf", K_REGISTRY, NULL, 0, CR_DT_F32, 1 << 30},
+                                   {"dbuf-nosplit", K_OWN, cr_cuda_gemm_dbuf, 0, CR_DT_F32, 1 << 30}};
+    prepare(&fixed[0], m, n, kk);
+    double ms[3], best = 1e30;
+    char best_name[32] = "-";
+    for (int i = 0; i < 3; i++) {
+        ms[i] = time_kernel(&fixed[i], m, n, kk);
+        fprintf(B.csv, "splitk,%s,float32,%lld,%lld,%lld,%.4f,%.1f,%.3f\n", fixed[i].name, (long long)m, (long long)n,
+                (long long)kk, ms[i], 2.0 * m * n * kk / (ms[i] * 1e6), ms[0] / ms[i]);
+    }
+    for (int c = 1; forced && c <= 3; c++)
+        for (size_t j = 0; j < sizeof slices / sizeof slices[0]; j++) {
+            if ((size_t)(slices[j] * m * n) * sizeof(float) > B.work_bytes)
+                continue;
+            char name[32];
+            snprintf(name, sizeof name, "split-%s-%d", cfg_name[c], slices[j]);
+            bench_kernel k = {name, K_SPLIT, NULL, c * 100 + slices[j], CR_DT_F32, 1 << 30};
+            double t = time_kernel(&k, m, n, kk);
+            fprintf(B.csv, "splitk,%s,float32,%lld,%lld,%lld,%.4f,%.1f,%.3f\n", name, (long long)m, (long long)n,
+                    (long long)kk, t, 2.0 * m * n * kk / (t * 1e6), ms[0] / t);
+            if (t < best)
+                best = t, snprintf(best_name, sizeof best_name, "%s", name);
+        }
+    fflush(B.csv);
+    cr_gemm_dev g = {m, n, kk, false, false, 1.0, 0.0, B.a, B.b, B.c};
+    int cfg = 0, sl = 0;
+    CK(cr_cuda_gemm_dbuf_plan(&g, &cfg, &sl));
+    printf("splitk %5lld %5lld %5lld %9.4f %9.4f %6.3f  %-5s %2d %12.4f %6.3f  %-16s %9.4f\n", (long long)m, (long long)n,
+           (long long)kk, ms[0], ms[1], ms[0] / ms[1], cfg_name[cfg], sl, ms[2], ms[0] / ms[2], best_name,
+           forced ? best : 0.0);
+}
+
+static void bench_splitk(void)
+{
+    static const int64_t sw[] = {128, 256, 512, 768, 1024, 1536, 2048};
+    printf("\nsplitk     M     N     K  cublas ms   dbuf ms  speed  plan   S  nosplit ms  speed  best forced       ms\n");
+    for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++)
+        splitk_size(sw[i], sw[i], 1024, true);
+    splitk_size(3072, 3072, 1024, false);
+    splitk_size(4096, 4096, 1024, false);
+    splitk_size(4096, 4096, 4096, false);
+    splitk_size(8192, 8192, 8192, false);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : "gemm.csv";
@@ -307,6 +404,8 @@ int main(int argc, char **argv)
     CK(cublasSetMathMode(B.h, CUBLAS_PEDANTIC_MATH)); /* exact FP32: no tensor-core shortcut */
     CK(cublasSetMathMode(B.htf32, CUBLAS_TF32_TENSOR_OP_MATH));
     CK(cublasCreate(&B.hx));
+    B.work_bytes = (size_t)1 << 30; /* forced splits: up to 64 slices of a 2048² C */
+    CK(cudaMalloc(&B.work, B.work_bytes));
     /* tc-tf32's wgmma path takes its scratch from the stream's pool, as in the daemon
      * (backend_cuda.cu): keep the pool's memory across synchronizations, as it does */
     cudaMemPool_t pool;
@@ -341,6 +440,13 @@ int main(int argc, char **argv)
     result r4[MAXROW], r8[MAXROW];
     int n4 = 0, n8 = 0;
     tc_sweep tcs[3] = {{"tf32", CR_DT_F32, {0}, {0}}, {"f16", CR_DT_F16, {0}, {0}}, {"bf16", CR_DT_BF16, {0}, {0}}};
+    if (!strcmp(mode, "splitk")) {
+        bench_splitk();
+        gpu_run_end(&dev, stdout);
+        fclose(B.csv);
+        gpu_timer_destroy(&B.timer);
+        return 0;
+    }
     if (!strcmp(mode, "tc")) {
         for (int i = 0; i < 3; i++)
             bench_tc_sweep(&tcs[i]);

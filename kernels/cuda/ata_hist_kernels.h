@@ -40,11 +40,14 @@ static inline cudaError_t cr_ata_begin(const cr_ata_dev *t, cr_dtype dt)
     return t->n == 0 ? cudaErrorNotReady : cudaSuccess;
 }
 
-/* Scratch a launcher needs: symtile transposes a trans_a input into it; basic needs none. */
+/* Scratch a launcher needs: symtile transposes a trans_a input into it and, in FP32, keeps the
+ * partial tiles of its shared last wave there (ata_symtile.cu); basic needs none. */
 size_t cr_cuda_ata_work_bytes(const cr_ata_dev *t, cr_dtype dt, cr_ata_launcher k);
 
 cudaError_t cr_cuda_ata_basic(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s);
 cudaError_t cr_cuda_ata_symtile(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s);
+/* FP64 only, on the FP64 tensor cores (ata_dmma.cu); reads a stored Aᵀ directly: no scratch. */
+cudaError_t cr_cuda_ata_dmma(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s);
 
 /* Copies the upper triangle of the row-major n×n `c` onto its lower triangle (after SYRK). */
 cudaError_t cr_cuda_mirror_upper(void *c, int64_t n, cr_dtype dt, cudaStream_t s);

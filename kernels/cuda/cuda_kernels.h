@@ -33,6 +33,10 @@ cudaError_t cr_cuda_gemm_smem(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
 cudaError_t cr_cuda_gemm_blocktile(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 cudaError_t cr_cuda_gemm_vec(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 cudaError_t cr_cuda_gemm_dbuf(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+/* dbuf with scratch for split-K (small C, long K): cr_cuda_gemm_dbuf_work_bytes is what its plan
+ * wants (0: it will not split); work NULL or shorter: it runs unsplit, as cr_cuda_gemm_dbuf. */
+size_t cr_cuda_gemm_dbuf_work_bytes(const cr_gemm_dev *g, cr_dtype dt);
+cudaError_t cr_cuda_gemm_dbuf_ws(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes, cudaStream_t s);
 /* Tensor cores (gemm_tc.cu): tc_tf32 takes CR_DT_F32 and multiplies in TF32; tc takes CR_DT_F16
  * and CR_DT_BF16 (C in the same dtype). Both accumulate in FP32. */
 cudaError_t cr_cuda_gemm_tc_tf32(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);

@@ -3,7 +3,7 @@
  *
  * Structure (see bench/NOTES-gemm.md for the measurements behind each choice):
  *  - a block owns a BM×BN tile of C (256×128 for large C, smaller tiles where those fill the
- *    SMs better: dbuf_auto); each warp owns a WM×WN warp tile and each thread a (4·QM)×(4·QN)
+ *    SMs better: dbuf_plan_for); each warp owns a WM×WN warp tile and each thread a (4·QM)×(4·QN)
  *    register tile (16×8 at 256×128), split into 4×4 quadrants 4·LM rows / 4·LN
  *    columns apart. Within a warp, the LM×LN lanes then read consecutive float4 of the
  *    k-major shared tiles: no bank conflicts, and lanes sharing rows get broadcasts.
@@ -17,7 +17,12 @@
  *  - blocks are visited in groups of GEMM_GROUP tile-rows (a 1-D grid, remapped) so that the
  *    blocks resident at one time share A and B panels in L2 instead of streaming all of B.
  *  - float4 global loads and C stores when the pointers and leading dimensions allow; any
- *    other case takes the checked scalar path (still correct, slower). FP32 only. */
+ *    other case takes the checked scalar path (still correct, slower). FP32 only.
+ *  - split-K for small C with long K (a grid under one wave, each block walking all of K): with
+ *    a workspace (the registry row's scratch), grid row y computes K slice y of every tile into
+ *    workspace slice y, and a second kernel sums the slices in the fixed order 0..S-1, then
+ *    applies alpha and beta·C: bit-identical run to run, no atomics. dbuf_plan_for says when and
+ *    how many slices; without a workspace (or too small a one) it never splits. */
 #include "kernels/cuda/gemm_common.cuh"
 
 #define GEMM_GROUP 8
@@ -186,12 +191,32 @@ __device__ __forceinline__ void dbuf_mainloop(const gemm_args<float> &p, float *
         __syncthreads();
     }
 }
+/* Split-K: grid row y computes K slice y (kspan elements, a multiple of BK; the last one may be
+ * shorter) of its tile, unscaled, into workspace slice y (m×n, dense). Seen from the block this
+ * is the GEMM of that k-range alone with alpha 1 and beta 0, so the main loop is unchanged.
+ * Moving the base pointers by a multiple of BK (so of 4 floats) along k keeps the float4
+ * alignment the host checked for the whole matrices (k-contiguous: +k0; otherwise +k0·ld with
+ * ld % 4 == 0 on the VEC path). */
+template <bool TA, bool TB>
+__device__ __forceinline__ void dbuf_slice(gemm_args<float> &p, float *work, int64_t kspan)
+{
+    const int64_t s = blockIdx.y, k0 = s * kspan;
+    p.a += TA ? k0 * p.lda : k0;
+    p.b += TB ? k0 : k0 * p.ldb;
+    p.k = p.k - k0 < kspan ? p.k - k0 : kspan;
+    p.c = work + s * p.m * p.n;
+    p.alpha = 1.f; /* 1·acc is exact: the partial is the raw sum */
+    p.beta = 0.f;  /* the workspace is never read here */
+}
 
-template <typename C, bool TA, bool TB, bool VEC>
-__global__ void __launch_bounds__(C::NT, C::MINB) gemm_dbuf_kernel(gemm_args<float> p, bool cvec)
+template <typename C, bool TA, bool TB, bool VEC, bool SPLIT>
+__global__ void __launch_bounds__(C::NT, C::MINB)
+    gemm_dbuf_kernel(gemm_args<float> p, bool cvec, float *work, int64_t kspan)
 {
     extern __shared__ float4 dbuf_smem4[];
     float *smem = (float *)dbuf_smem4;
+    if (SPLIT)
+        dbuf_slice<TA, TB>(p, work, kspan);
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int lm = lane / C::LN, ln = lane % C::LN; /* consecutive lanes: consecutive columns */
     const int am = (warp / C::WARPS_N) * C::WM + lm * 4; /* this thread's first row in the tile */
@@ -208,11 +233,112 @@ __global__ void __launch_bounds__(C::NT, C::MINB) gemm_dbuf_kernel(gemm_args<flo
             acc[r][c] = 0.f;
     if (p.k > 0)
         dbuf_mainloop<C, TA, TB, VEC>(p, smem, tid, am, bn, m0, n0, acc);
+    if (SPLIT) /* the reduction may be launched now; it still waits for this grid to finish */
+        asm volatile("griddepcontrol.launch_dependents;");
     dbuf_epilogue<C>(p, cvec, m0 + am, n0 + bn, acc);
 }
 
-template <typename C, bool TA, bool TB, bool VEC>
-static cudaError_t dbuf_go(const gemm_args<float> &p, cudaStream_t s)
+/* The second pass of split-K: C = alpha·(W[0] + W[1] + ... + W[S-1]) + beta·C over the m·n
+ * elements (C is dense, so one flat index), the slices always added in the order 0, 1, ..., S-1
+ * by one thread per element (or float4): the same bits on every run, no atomics. C is read only
+ * when beta != 0 (it may hold NaN otherwise). The partials sit in L2: each thread loads up to
+ * DBUF_REDUCE_BATCH of them before the first add, so an element costs ceil(S / 16) L2 round
+ * trips, not S. */
+#define DBUF_REDUCE_BATCH 16
+
+__device__ __forceinline__ float dbuf_add(float a, float b) { return a + b; }
+__device__ __forceinline__ float4 dbuf_add(float4 a, float4 b)
+{
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+/* alpha·acc, then + beta·C, as gemm_store and gemm_store4 do */
+__device__ __forceinline__ void dbuf_put(float *c, float acc, float alpha, float beta)
+{
+    float r = alpha * acc;
+    if (beta != 0.f)
+        r += beta * *c;
+    *c = r;
+}
+__device__ __forceinline__ void dbuf_put(float4 *c, float4 acc, float alpha, float beta)
+{
+    float4 r = make_float4(alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w);
+    if (beta != 0.f) {
+        float4 o = *c;
+        r.x += beta * o.x, r.y += beta * o.y, r.z += beta * o.z, r.w += beta * o.w;
+    }
+    *c = r;
+}
+
+/* T: float, or float4 when the workspace and C are 16-byte aligned and m·n % 4 == 0. stride:
+ * elements of T from one slice to the next. */
+template <typename T>
+__global__ void __launch_bounds__(256) dbuf_reduce_kernel(const T *__restrict__ work, int slices, int64_t stride,
+                                                          float alpha, float beta, T *__restrict__ c)
+{
+    /* launched as a programmatic dependent of the split GEMM (dbuf_reduce): it starts while the
+     * GEMM's last blocks finish, and waits here until the whole grid is done and its partials
+     * are visible */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < stride; i += step) {
+        T acc = work[i];
+        for (int s0 = 1; s0 < slices; s0 += DBUF_REDUCE_BATCH) {
+            T v[DBUF_REDUCE_BATCH];
+#pragma unroll
+            for (int j = 0; j < DBUF_REDUCE_BATCH; j++)
+                if (s0 + j < slices)
+                    v[j] = work[(s0 + j) * stride + i];
+#pragma unroll
+            for (int j = 0; j < DBUF_REDUCE_BATCH; j++)
+                if (s0 + j < slices)
+                    acc = dbuf_add(acc, v[j]);
+        }
+        dbuf_put(c + i, acc, alpha, beta);
+    }
+}
+
+/* How a launch splits K: `slices` slices of kspan elements (1: no split, work unused). */
+typedef struct {
+    float *work;
+    int64_t slices, kspan;
+    int sms;
+} dbuf_split;
+
+/* The reduction as a programmatic dependent launch of the split GEMM on the same stream; where
+ * the attribute is refused, a plain launch (stream order alone). */
+template <typename T>
+static cudaError_t dbuf_reduce_launch(const T *work, int slices, int64_t stride, float alpha, float beta, T *c,
+                                      int sms, cudaStream_t s)
+{
+    const int64_t cap = (int64_t)sms * 8, want = gemm_cdiv(stride, 256);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(want < cap ? want : cap));
+    cfg.blockDim = dim3(256);
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, dbuf_reduce_kernel<T>, work, slices, stride, alpha, beta, c) == cudaSuccess)
+        return cudaSuccess;
+    (void)cudaGetLastError(); /* not sticky: a launch refused for its configuration */
+    dbuf_reduce_kernel<T><<<cfg.gridDim, cfg.blockDim, 0, s>>>(work, slices, stride, alpha, beta, c);
+    return gemm_launched();
+}
+
+static cudaError_t dbuf_reduce(const gemm_args<float> &p, const dbuf_split &sp, cudaStream_t s)
+{
+    const int64_t mn = p.m * p.n;
+    if (gemm_aligned16(sp.work) && gemm_aligned16(p.c) && mn % 4 == 0)
+        return dbuf_reduce_launch<float4>((const float4 *)sp.work, (int)sp.slices, mn / 4, p.alpha, p.beta,
+                                          (float4 *)p.c, sp.sms, s);
+    return dbuf_reduce_launch<float>(sp.work, (int)sp.slices, mn, p.alpha, p.beta, p.c, sp.sms, s);
+}
+
+template <typename C, bool TA, bool TB, bool VEC, bool SPLIT>
+static cudaError_t dbuf_go(const gemm_args<float> &p, const dbuf_split &sp, cudaStream_t s)
 {
     int64_t blocks = gemm_cdiv(p.m, C::BM) * gemm_cdiv(p.n, C::BN);
     if (blocks > INT32_MAX)
@@ -220,34 +346,40 @@ static cudaError_t dbuf_go(const gemm_args<float> &p, cudaStream_t s)
     /* over 48 KB needs an opt-in, once per kernel (it costs ~0.1 ms of host time per call) */
     static bool opted_in = false;
     if (C::SMEM > 48 * 1024 && !opted_in) {
-        cudaError_t e = cudaFuncSetAttribute(gemm_dbuf_kernel<C, TA, TB, VEC>,
+        cudaError_t e = cudaFuncSetAttribute(gemm_dbuf_kernel<C, TA, TB, VEC, SPLIT>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
         if (e != cudaSuccess)
             return e;
         opted_in = true;
     }
-    gemm_dbuf_kernel<C, TA, TB, VEC><<<(unsigned)blocks, C::NT, C::SMEM, s>>>(p, gemm_vec_ok(p.c, p.n));
-    return gemm_launched();
+    const dim3 grid((unsigned)blocks, SPLIT ? (unsigned)sp.slices : 1u);
+    const bool cvec = gemm_vec_ok(SPLIT ? sp.work : p.c, p.n); /* slice s starts s·m·n floats in */
+    gemm_dbuf_kernel<C, TA, TB, VEC, SPLIT><<<grid, C::NT, C::SMEM, s>>>(p, cvec, sp.work, sp.kspan);
+    cudaError_t e = gemm_launched();
+    if (e != cudaSuccess || !SPLIT)
+        return e;
+    return dbuf_reduce(p, sp, s);
 }
 
 template <typename C, bool TA, bool TB>
-static cudaError_t dbuf_vec_or_not(const gemm_args<float> &p, cudaStream_t s)
+static cudaError_t dbuf_vec_or_not(const gemm_args<float> &p, const dbuf_split &sp, cudaStream_t s)
 {
-    if (gemm_vec_ok(p.a, p.lda) && gemm_vec_ok(p.b, p.ldb))
-        return dbuf_go<C, TA, TB, true>(p, s);
-    return dbuf_go<C, TA, TB, false>(p, s);
+    bool vec = gemm_vec_ok(p.a, p.lda) && gemm_vec_ok(p.b, p.ldb);
+    if (sp.slices > 1)
+        return vec ? dbuf_go<C, TA, TB, true, true>(p, sp, s) : dbuf_go<C, TA, TB, false, true>(p, sp, s);
+    return vec ? dbuf_go<C, TA, TB, true, false>(p, sp, s) : dbuf_go<C, TA, TB, false, false>(p, sp, s);
 }
 
 template <typename C>
-static cudaError_t dbuf_launch(const gemm_args<float> &p, cudaStream_t s)
+static cudaError_t dbuf_launch(const gemm_args<float> &p, const dbuf_split &sp, cudaStream_t s)
 {
     if (!p.ta && !p.tb)
-        return dbuf_vec_or_not<C, false, false>(p, s);
+        return dbuf_vec_or_not<C, false, false>(p, sp, s);
     if (p.ta && !p.tb)
-        return dbuf_vec_or_not<C, true, false>(p, s);
+        return dbuf_vec_or_not<C, true, false>(p, sp, s);
     if (!p.ta && p.tb)
-        return dbuf_vec_or_not<C, false, true>(p, s);
-    return dbuf_vec_or_not<C, true, true>(p, s);
+        return dbuf_vec_or_not<C, false, true>(p, sp, s);
+    return dbuf_vec_or_not<C, true, true>(p, sp, s);
 }
 
 /* The shipped configurations (bench/NOTES-gemm.md has the measurements):
@@ -256,10 +388,11 @@ static cudaError_t dbuf_launch(const gemm_args<float> &p, cudaStream_t s)
  *        per FMA: 6 float4 per 128 FMAs), one block per SM (245 registers).
  * mid:   128×128 tile, 128 threads of 16×8, two blocks per SM.
  * small: 64×64×8 tile, 64 threads of 8×8, six blocks per SM: for small C, where only many
- *        blocks fill the SMs, and where its finer waves beat big's (dbuf_auto). */
+ *        blocks fill the SMs, and where its finer waves beat big's (dbuf_plan_for). */
 typedef dbuf_cfg<256, 128, 16, 4, 2, 4, 4, 2, 1> dbuf_big;
 typedef dbuf_cfg<128, 128, 8, 2, 2, 4, 4, 2, 2> dbuf_mid;
 typedef dbuf_cfg<64, 64, 8, 1, 2, 8, 2, 2, 6> dbuf_small;
+enum { DBUF_AUTO, DBUF_BIG, DBUF_MID, DBUF_SMALL };
 
 /* Blocks of configuration C that fit on one SM at once (registers, shared memory), asked
  * once: the answer depends on the kernel's resources only (one GPU type per process). */
@@ -269,19 +402,20 @@ static int dbuf_resident(void)
     static int cached = 0; /* a race writes the same value twice: harmless */
     if (cached == 0) {
         int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemm_dbuf_kernel<C, false, false, true>, C::NT,
-                                                          C::SMEM) != cudaSuccess || n < 1)
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemm_dbuf_kernel<C, false, false, true, false>,
+                                                          C::NT, C::SMEM) != cudaSuccess ||
+            n < 1)
             n = 1;
         cached = n;
     }
     return cached;
 }
 
-/* Predicted time of configuration C, in arbitrary units: whole waves of resident blocks times
- * the time of one wave (a block's tile area × blocks sharing an SM / the configuration's
- * measured full-load speed, relative to big). Wave quantization is what matters between
- * 1000² and 4000²: a 3072² C is 288 big tiles = 2.2 waves on 132 SMs, 27% of the last wave
- * idle, while small tiles fill 2.9 waves. */
+/* Predicted time of configuration C without a split, in arbitrary units: whole waves of
+ * resident blocks times the time of one wave (a block's tile area × blocks sharing an SM / the
+ * configuration's measured full-load speed, relative to big). Wave quantization is what matters
+ * between 1000² and 4000²: a 3072² C is 288 big tiles = 2.2 waves on 132 SMs, 27% of the last
+ * wave idle, while small tiles fill 2.9 waves. */
 template <typename C>
 static double dbuf_cost(const gemm_args<float> &p, int sms, double speed)
 {
@@ -291,24 +425,180 @@ static double dbuf_cost(const gemm_args<float> &p, int sms, double speed)
     return waves * C::BM * C::BN * dbuf_resident<C>() / speed;
 }
 
-/* Pick the configuration with the least predicted time. Speeds measured at 8192³ on the
- * H100 (bench/NOTES-gemm.md): big 49.7, mid 47.8, small 44.3 TFLOP/s. */
-static cudaError_t dbuf_auto(const gemm_args<float> &p, cudaStream_t s)
+/* A launch's configuration and K split (dbuf_plan_for). */
+typedef struct {
+    int cfg;               /* DBUF_BIG, DBUF_MID or DBUF_SMALL */
+    int64_t slices, kspan; /* slices 1: no split, kspan = K */
+} dbuf_plan;
+
+/* Slices of ceil(ktiles / want) k-tiles each: no slice empty, so there may be fewer than want. */
+template <typename C>
+static dbuf_plan dbuf_slices(const gemm_args<float> &p, int cfg, int64_t want)
 {
-    int dev = 0, sms = 0;
+    const int64_t ktiles = gemm_cdiv(p.k, C::BK);
+    const int64_t per = ktiles > 0 && want > 1 ? gemm_cdiv(ktiles, want) : (ktiles > 0 ? ktiles : 1);
+    dbuf_plan pl = {cfg, ktiles > 0 ? gemm_cdiv(ktiles, per) : 1, per * C::BK};
+    return pl;
+}
+
+/* ---- split-K: when and how many slices ------------------------------------------------------
+ * Considered only where the plan above leaves the GPU under one wave (its tiles fewer than its
+ * resident slots) and a workspace is given. There every configuration and slice count is timed
+ * by a model of the sub-wave regime, in microseconds, fitted to the forced (configuration,
+ * slices) sweep at M=N=128..2048, K=1024 on an H200 (bench/gemm.cu `splitk`, 294 timings,
+ * rms error 8%; bench/NOTES-gemm.md):
+ *  - whole waves: the resident blocks' FMAs at the configuration's speed (DBUF_FMA_US per SM,
+ *    scaled by dbuf_split_speed) plus DBUF_WAVE_US (first loads, epilogue, block start);
+ *  - a last partial wave of b blocks on its busiest SM runs at the speed its warps reach: full
+ *    from DBUF_FULL_WARPS warps, proportionally less below (two warps alone are issue-bound);
+ *  - split-K adds the reduction: DBUF_REDUCE_US (its launch and latency) and DBUF_FLOAT_US per
+ *    float through L2 per SM (the S partials written and read back, C written once).
+ * The plan without a split is timed the same way and kept unless a split beats it. */
+#define DBUF_FMA_US 188e3 /* FMAs per µs of one SM at big's speed (49.7 TFLOP/s on 132 SMs) */
+#define DBUF_FULL_WARPS 4.0
+#define DBUF_WAVE_US 2.0
+#define DBUF_REDUCE_US 6.0
+#define DBUF_FLOAT_US (18.0 / DBUF_FMA_US)
+/* Limits: every slice keeps at least DBUF_MIN_KTILES k-tiles, at most DBUF_MAX_SLICES slices
+ * (48 and 64 measured no faster than 32 at 128²×1024) and DBUF_MAX_WORK bytes of partials. */
+#define DBUF_MIN_KTILES 4
+#define DBUF_MAX_SLICES 32
+#define DBUF_MAX_WORK ((int64_t)64 << 20)
+
+/* speed relative to big in the sub-wave regime (K = 1024 fit; the small tile re-reads A and B
+ * from L2 four times as often per FMA as big) */
+static double dbuf_split_speed(int cfg) { return cfg == DBUF_BIG ? 1.0 : cfg == DBUF_MID ? 0.9 : 0.7; }
+
+template <typename C>
+static double dbuf_time_us(const gemm_args<float> &p, int sms, const dbuf_plan &pl)
+{
+    const int res = dbuf_resident<C>();
+    const int64_t blocks = gemm_cdiv(p.m, C::BM) * gemm_cdiv(p.n, C::BN) * pl.slices;
+    const int64_t slots = (int64_t)sms * res, full = blocks / slots, rest = blocks % slots;
+    const double block = (double)C::BM * C::BN * (double)pl.kspan / (DBUF_FMA_US * dbuf_split_speed(pl.cfg));
+    double t = (double)full * (res * block + DBUF_WAVE_US);
+    if (rest > 0) {
+        const int64_t b = gemm_cdiv(rest, sms);
+        const double busy = (double)b * (C::NT / 32) / DBUF_FULL_WARPS;
+        t += b * block / (busy < 1.0 ? busy : 1.0) + DBUF_WAVE_US;
+    }
+    if (pl.slices > 1)
+        t += DBUF_REDUCE_US + DBUF_FLOAT_US * (double)(2 * pl.slices + 1) * (double)(p.m * p.n) / sms;
+    return t;
+}
+
+static double dbuf_plan_us(const gemm_args<float> &p, int sms, const dbuf_plan &pl)
+{
+    switch (pl.cfg) {
+    case DBUF_BIG: return dbuf_time_us<dbuf_big>(p, sms, pl);
+    case DBUF_MID: return dbuf_time_us<dbuf_mid>(p, sms, pl);
+    default: return dbuf_time_us<dbuf_small>(p, sms, pl);
+    }
+}
+
+template <typename C>
+static bool dbuf_under_wave(const gemm_args<float> &p, int sms)
+{
+    return gemm_cdiv(p.m, C::BM) * gemm_cdiv(p.n, C::BN) < (int64_t)sms * dbuf_resident<C>();
+}
+
+/* The slice counts worth a look for C: 2 up to the limits, none when C alone fills a wave. */
+template <typename C>
+static int64_t dbuf_max_slices(const gemm_args<float> &p, int sms)
+{
+    if (p.k <= 0 || !dbuf_under_wave<C>(p, sms))
+        return 1;
+    int64_t top = gemm_cdiv(p.k, C::BK) / DBUF_MIN_KTILES;
+    const int64_t by_work = DBUF_MAX_WORK / (p.m * p.n * (int64_t)sizeof(float));
+    top = top < by_work ? top : by_work;
+    return top < DBUF_MAX_SLICES ? top : DBUF_MAX_SLICES;
+}
+
+/* Replace *best by C split into `want` slices (every count from 2 to the limits when want is
+ * 0) where that is predicted faster. */
+template <typename C>
+static void dbuf_try_split(const gemm_args<float> &p, int sms, int cfg, int64_t want, dbuf_plan *best,
+                           double *best_us)
+{
+    const int64_t lo = want > 0 ? want : 2, hi = want > 0 ? want : dbuf_max_slices<C>(p, sms);
+    for (int64_t w = lo; w <= hi; w++) {
+        dbuf_plan pl = dbuf_slices<C>(p, cfg, w);
+        if (pl.slices != w && want == 0)
+            continue; /* the same split as a smaller count */
+        const double t = dbuf_plan_us(p, sms, pl);
+        if (t < *best_us)
+            *best = pl, *best_us = t;
+    }
+}
+
+/* Plan p: cfg DBUF_AUTO or the one configuration allowed (tuning hooks); force_slices 0: the
+ * rule's choice, 1: no split, more: that many slices (fewer where K has fewer k-tiles).
+ * 1. Without a split, the configuration with the least whole-waves cost (dbuf_cost; speeds
+ *    measured at 8192³ on the H100: big 49.7, mid 47.8, small 44.3 TFLOP/s; ties: the larger).
+ * 2. With a workspace and that plan under one wave, split-K where the sub-wave model says so. */
+static cudaError_t dbuf_plan_for(const gemm_args<float> &p, bool split, int cfg, int64_t force_slices,
+                                 dbuf_plan *best, int *sms)
+{
+    int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
     if (e != cudaSuccess)
         return e;
-    double big = dbuf_cost<dbuf_big>(p, sms, 1.0);
-    double mid = dbuf_cost<dbuf_mid>(p, sms, 0.96);
-    double small = dbuf_cost<dbuf_small>(p, sms, 0.89);
-    if (big <= mid && big <= small)
-        return dbuf_launch<dbuf_big>(p, s);
-    if (mid <= small)
-        return dbuf_launch<dbuf_mid>(p, s);
-    return dbuf_launch<dbuf_small>(p, s);
+    const bool big = cfg == DBUF_AUTO || cfg == DBUF_BIG, mid = cfg == DBUF_AUTO || cfg == DBUF_MID;
+    const bool small = cfg == DBUF_AUTO || cfg == DBUF_SMALL;
+    const double cb = big ? dbuf_cost<dbuf_big>(p, *sms, 1.0) : 1e300;
+    const double cm = mid ? dbuf_cost<dbuf_mid>(p, *sms, 0.96) : 1e300;
+    const double cs = small ? dbuf_cost<dbuf_small>(p, *sms, 0.89) : 1e300;
+    if (cb <= cm && cb <= cs)
+        *best = dbuf_slices<dbuf_big>(p, DBUF_BIG, 1);
+    else if (cm <= cs)
+        *best = dbuf_slices<dbuf_mid>(p, DBUF_MID, 1);
+    else
+        *best = dbuf_slices<dbuf_small>(p, DBUF_SMALL, 1);
+    if (force_slices == 1 || (force_slices == 0 && !split))
+        return cudaSuccess;
+    const bool under = best->cfg == DBUF_BIG   ? dbuf_under_wave<dbuf_big>(p, *sms)
+                       : best->cfg == DBUF_MID ? dbuf_under_wave<dbuf_mid>(p, *sms)
+                                               : dbuf_under_wave<dbuf_small>(p, *sms);
+    if (force_slices == 0 && !under)
+        return cudaSuccess;
+    double t = force_slices > 1 ? 1e300 : dbuf_plan_us(p, *sms, *best);
+    if (big)
+        dbuf_try_split<dbuf_big>(p, *sms, DBUF_BIG, force_slices, best, &t);
+    if (mid)
+        dbuf_try_split<dbuf_mid>(p, *sms, DBUF_MID, force_slices, best, &t);
+    if (small)
+        dbuf_try_split<dbuf_small>(p, *sms, DBUF_SMALL, force_slices, best, &t);
+    return cudaSuccess;
+}
+
+static int64_t dbuf_work_of(const gemm_args<float> &p, const dbuf_plan &pl)
+{
+    return pl.slices > 1 ? pl.slices * p.m * p.n * (int64_t)sizeof(float) : 0;
+}
+
+static cudaError_t dbuf_run(const gemm_args<float> &p, const dbuf_plan &pl, int sms, void *work, cudaStream_t s)
+{
+    const dbuf_split sp = {(float *)work, pl.slices, pl.kspan, sms};
+    switch (pl.cfg) {
+    case DBUF_BIG: return dbuf_launch<dbuf_big>(p, sp, s);
+    case DBUF_MID: return dbuf_launch<dbuf_mid>(p, sp, s);
+    case DBUF_SMALL: return dbuf_launch<dbuf_small>(p, sp, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+/* The shipped choice: split K only into a workspace that holds the plan's partials; with none,
+ * or one too small (the caller sized it for another GPU), the best plan without a split. */
+static cudaError_t dbuf_auto(const gemm_args<float> &p, void *work, size_t work_bytes, cudaStream_t s)
+{
+    dbuf_plan pl;
+    int sms = 0;
+    cudaError_t e = dbuf_plan_for(p, work != NULL, DBUF_AUTO, 0, &pl, &sms);
+    if (e == cudaSuccess && (uint64_t)dbuf_work_of(p, pl) > work_bytes)
+        e = dbuf_plan_for(p, false, DBUF_AUTO, 0, &pl, &sms);
+    return e != cudaSuccess ? e : dbuf_run(p, pl, sms, work, s);
 }
 
 static cudaError_t dbuf_pick(const cr_gemm_dev *g, cr_dtype dt, int variant, gemm_args<float> *p)
@@ -327,7 +617,10 @@ static cudaError_t dbuf_pick(const cr_gemm_dev *g, cr_dtype dt, int variant, gem
     return cudaSuccess;
 }
 
-extern "C" cudaError_t cr_cuda_gemm_dbuf(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
+/* With the registry row's scratch (cr_cuda_gemm_dbuf_work_bytes): split-K where the plan wants
+ * it and the workspace holds it. */
+extern "C" cudaError_t cr_cuda_gemm_dbuf_ws(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
+                                            cudaStream_t s)
 {
     gemm_args<float> p;
     cudaError_t e = dbuf_pick(g, dt, 0, &p);
@@ -335,25 +628,78 @@ extern "C" cudaError_t cr_cuda_gemm_dbuf(const cr_gemm_dev *g, cr_dtype dt, cuda
         return cudaSuccess;
     if (e != cudaSuccess)
         return e;
-    return dbuf_auto(p, s);
+    return dbuf_auto(p, work, work_bytes, s);
 }
 
-/* Tuning hook for bench/gemm.cu only (not in cuda_kernels.h): variant 0 is the shipped
- * choice, 1..3 force big, mid, small (so that tests/gpu/gemm.cu checks each of them). */
-extern "C" cudaError_t cr_cuda_gemm_dbuf_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s,
-                                                 int variant)
+/* No workspace: never splits (the AᵀA `gemm` row runs this way). */
+extern "C" cudaError_t cr_cuda_gemm_dbuf(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
+{
+    return cr_cuda_gemm_dbuf_ws(g, dt, NULL, 0, s);
+}
+
+/* The workspace cr_cuda_gemm_dbuf_ws splits into for g on the current device: 0 when it would
+ * not split (or cannot run g at all). Pointers in g are not looked at. */
+extern "C" size_t cr_cuda_gemm_dbuf_work_bytes(const cr_gemm_dev *g, cr_dtype dt)
+{
+    if (!g || dt != CR_DT_F32 || g->m <= 0 || g->n <= 0 || g->k <= 0)
+        return 0;
+    cr_gemm_dev shape = *g;
+    shape.a = shape.b = shape.c = (void *)16; /* gemm_check wants pointers; nothing reads them */
+    gemm_args<float> p;
+    dbuf_plan pl;
+    int sms = 0;
+    if (dbuf_pick(&shape, dt, 0, &p) != cudaSuccess ||
+        dbuf_plan_for(p, true, DBUF_AUTO, 0, &pl, &sms) != cudaSuccess)
+        return 0;
+    return (size_t)dbuf_work_of(p, pl);
+}
+
+/* Tuning and test hook (bench/gemm.cu, tests/gpu/gemm.cu): configuration cfg (0: the model's
+ * choice, 1..3: big, mid, small) with `slices` K slices (0: the model's count for that
+ * configuration; 1: no split; more: that many, fewer where K has fewer k-tiles). The partials
+ * must fit work_bytes: cudaErrorInvalidValue otherwise. */
+extern "C" cudaError_t cr_cuda_gemm_dbuf_split(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
+                                               cudaStream_t s, int cfg, int slices)
 {
     gemm_args<float> p;
-    cudaError_t e = dbuf_pick(g, dt, variant, &p);
+    cudaError_t e = dbuf_pick(g, dt, cfg, &p);
     if (e == cudaErrorNotReady)
         return cudaSuccess;
     if (e != cudaSuccess)
         return e;
-    switch (variant) {
-    case 0: return dbuf_auto(p, s);
-    case 1: return dbuf_launch<dbuf_big>(p, s);
-    case 2: return dbuf_launch<dbuf_mid>(p, s);
-    case 3: return dbuf_launch<dbuf_small>(p, s);
-    default: return cudaErrorInvalidValue;
-    }
+    if (slices < 0)
+        return cudaErrorInvalidValue;
+    dbuf_plan pl;
+    int sms = 0;
+    e = dbuf_plan_for(p, true, cfg, slices, &pl, &sms);
+    if (e != cudaSuccess)
+        return e;
+    if ((uint64_t)dbuf_work_of(p, pl) > work_bytes)
+        return cudaErrorInvalidValue;
+    return dbuf_run(p, pl, sms, work, s);
+}
+
+/* Tuning hook for bench/gemm.cu only (not in cuda_kernels.h): variant 0 is the shipped
+ * choice without a workspace, 1..3 force big, mid, small (so that tests/gpu/gemm.cu checks
+ * each of them). */
+extern "C" cudaError_t cr_cuda_gemm_dbuf_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s,
+                                                 int variant)
+{
+    return cr_cuda_gemm_dbuf_split(g, dt, NULL, 0, s, variant, 1);
+}
+
+/* Bench hook: what cr_cuda_gemm_dbuf_ws picks for g with a workspace large enough (cfg 1..3 as
+ * above, slices 1: no split). */
+extern "C" cudaError_t cr_cuda_gemm_dbuf_plan(const cr_gemm_dev *g, int *cfg, int *slices)
+{
+    gemm_args<float> p;
+    cudaError_t e = dbuf_pick(g, CR_DT_F32, 0, &p);
+    if (e != cudaSuccess)
+        return e;
+    dbuf_plan pl;
+    int sms = 0;
+    e = dbuf_plan_for(p, true, DBUF_AUTO, 0, &pl, &sms);
+    *cfg = pl.cfg;
+    *slices = (int)pl.slices;
+    return e;
 }

@@ -28,8 +28,22 @@ OWN_GEMM(regtile)
 OWN_GEMM(smem)
 OWN_GEMM(blocktile)
 OWN_GEMM(vec)
-OWN_GEMM(dbuf)
 OWN_GEMM(tc)
+
+/* dbuf splits K into the row's scratch when its plan wants it (gemm_dbuf.cu); with less
+ * scratch than that it runs unsplit */
+extern "C" int cr_cuda_launch_gemm_dbuf(cr_cuda_launch *l)
+{
+    cr_gemm_dev g = gemm_dev(l);
+    return cr_cuda_gemm_dbuf_ws(&g, l->t->dtype, l->scratch, l->scratch_bytes, l->w->stream);
+}
+
+extern "C" uint64_t cr_cuda_scratch_gemm_dbuf(const cr_task *t)
+{
+    const cr_gemm_task *a = &t->u.gemm;
+    cr_gemm_dev g = {a->m, a->n, a->k, a->trans_a, a->trans_b, 1.0, 0.0, NULL, NULL, NULL};
+    return cr_cuda_gemm_dbuf_work_bytes(&g, t->dtype);
+}
 
 /* tc-tf32's wgmma path transposes its MN-major operands into the row's scratch */
 extern "C" int cr_cuda_launch_gemm_tc_tf32(cr_cuda_launch *l)
@@ -163,6 +177,12 @@ extern "C" int cr_cuda_launch_ata_symtile(cr_cuda_launch *l)
 {
     cr_ata_dev d = ata_dev(l);
     return cr_cuda_ata_symtile(&d, l->t->dtype, l->w->stream);
+}
+
+extern "C" int cr_cuda_launch_ata_dmma(cr_cuda_launch *l)
+{
+    cr_ata_dev d = ata_dev(l);
+    return cr_cuda_ata_dmma(&d, l->t->dtype, l->w->stream);
 }
 
 extern "C" uint64_t cr_cuda_scratch_ata_symtile(const cr_task *t)

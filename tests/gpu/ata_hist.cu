@@ -74,6 +74,8 @@ static ata_ref reference_ata(const std::vector<double> &a, int64_t m, int64_t n)
     return r;
 }
 
+static size_t ata_work_bytes(const cr_ata_dev *d, cr_dtype dt, cr_ata_launcher fn); /* symtile's variants too */
+
 template <typename T>
 static void check_ata(const char *kname, cr_ata_launcher fn, int64_t m, int64_t n, bool trans,
                       const std::vector<double> &a, const ata_ref &ref)
@@ -89,7 +91,7 @@ static void check_ata(const char *kname, cr_ata_launcher fn, int64_t m, int64_t 
     T *da = NULL, *dc = NULL;
     void *work = NULL;
     cr_ata_dev d = {m, n, trans, NULL, NULL, NULL};
-    size_t wb = cr_cuda_ata_work_bytes(&d, dt, fn);
+    size_t wb = ata_work_bytes(&d, dt, fn);
     bool ok = cuda_ok(cudaMalloc(&da, host_a.size() * sizeof(T) + 16), what) &&
               cuda_ok(cudaMalloc(&dc, host_c.size() * sizeof(T) + 16), what) &&
               (wb == 0 || cuda_ok(cudaMalloc(&work, wb), what)) &&
@@ -140,7 +142,185 @@ static void test_ata(void)
             check_ata<float>("symtile", cr_cuda_ata_symtile, m, n, trans, a, ref);
             check_ata<double>("basic", cr_cuda_ata_basic, m, n, trans, a, ref);
             check_ata<double>("symtile", cr_cuda_ata_symtile, m, n, trans, a, ref);
+            check_ata<double>("dmma", cr_cuda_ata_dmma, m, n, trans, a, ref);
         }
+    }
+}
+
+/* dmma (FP64 tensor cores) beyond test_ata: A and C at 8-byte (not 16-byte) aligned addresses,
+ * the same result bit for bit on a second run, and NaN/Inf in A reaching exactly the rows and
+ * columns of C they touch. */
+static bool dmma_run(const std::vector<double> &stored, int64_t m, int64_t n, bool trans, int a_off, int c_off,
+                     std::vector<double> &out, const char *what)
+{
+    double *da = NULL, *dc = NULL;
+    cr_ata_dev d = {m, n, trans, NULL, NULL, NULL};
+    std::vector<double> again(n * n);
+    out.assign(n * n, 0.0);
+    bool ok = cuda_ok(cudaMalloc(&da, (stored.size() + 2) * sizeof(double)), what) &&
+              cuda_ok(cudaMalloc(&dc, (out.size() + 2) * sizeof(double)), what) &&
+              cuda_ok(cudaMemcpy(da + a_off, stored.data(), stored.size() * sizeof(double), cudaMemcpyHostToDevice),
+                      what);
+    for (int run = 0; ok && run < 2; run++) {
+        d.a = da + a_off;
+        d.c = dc + c_off;
+        std::vector<double> &dst = run ? again : out;
+        ok = cuda_ok(cudaMemset(dc, 0xff, (out.size() + 2) * sizeof(double)), what) &&
+             cuda_ok(cr_cuda_ata_dmma(&d, CR_DT_F64, 0), what) && cuda_ok(cudaDeviceSynchronize(), what) &&
+             cuda_ok(cudaMemcpy(dst.data(), dc + c_off, dst.size() * sizeof(double), cudaMemcpyDeviceToHost), what);
+    }
+    if (ok) {
+        char rep[200];
+        snprintf(rep, sizeof rep, "%s: bit-identical on a second run", what);
+        expect(memcmp(out.data(), again.data(), out.size() * sizeof(double)) == 0, rep);
+    }
+    cudaFree(da);
+    cudaFree(dc);
+    return ok;
+}
+
+static std::vector<double> dmma_stored(const std::vector<double> &a, int64_t m, int64_t n, bool trans)
+{
+    std::vector<double> s(m * n);
+    for (int64_t k = 0; k < m; k++)
+        for (int64_t i = 0; i < n; i++)
+            s[trans ? i * m + k : k * n + i] = a[k * n + i];
+    return s;
+}
+
+static void test_ata_dmma(void)
+{
+    static const int64_t shapes[][2] = {{63, 63}, {65, 65}, {7, 1}, {1, 7}, {2000, 3}, {3, 2000}, {65, 2500},
+                                        {129, 127}, {17, 1023}, {4, 129}, {0, 65}};
+    for (auto &sh : shapes)
+        for (int trans = 0; trans < 2; trans++)
+            for (int off = 0; off < 2; off++) {
+                int64_t m = sh[0], n = sh[1];
+                std::vector<double> a(m * n);
+                for (auto &x : a)
+                    x = uniform(-1.0, 1.0);
+                ata_ref ref = reference_ata(a, m, n);
+                char what[160];
+                snprintf(what, sizeof what, "ata dmma m=%lld n=%lld trans=%d %s", (long long)m, (long long)n, trans,
+                         off ? "A, C 8-byte aligned" : "aligned");
+                std::vector<double> c;
+                if (!dmma_run(dmma_stored(a, m, n, trans), m, n, trans, off, off, c, what))
+                    continue;
+                int64_t bad = 0;
+                for (int64_t x = 0; x < n * n; x++)
+                    if (!(fabs(c[x] - ref.c[x]) <= 2.0 * (double)(m + 2) * 1.11e-16 * ref.s[x] + 1e-300))
+                        bad++;
+                if (bad)
+                    printf("  %s: %lld elements out of bound\n", what, (long long)bad);
+                expect(bad == 0, what);
+            }
+    /* NaN at A[k0][i0], +Inf at A[k1][i1]: row and column i0 NaN, i1's (but for i0) ±Inf */
+    int64_t m = 70, n = 150, k0 = 5, i0 = 33, k1 = 66, i1 = 140;
+    for (int trans = 0; trans < 2; trans++) {
+        std::vector<double> a(m * n);
+        for (auto &x : a)
+            x = uniform(0.5, 1.0) * (rnd() & 1 ? 1 : -1);
+        a[k0 * n + i0] = NAN;
+        a[k1 * n + i1] = INFINITY;
+        char what[96];
+        snprintf(what, sizeof what, "ata dmma NaN/Inf propagation trans=%d", trans);
+        std::vector<double> c;
+        if (!dmma_run(dmma_stored(a, m, n, trans), m, n, trans, 0, 0, c, what))
+            continue;
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double v = c[i * n + j];
+                if (i == i0 || j == i0)
+                    bad += !std::isnan(v);
+                else if (i == i1 || j == i1)
+                    bad += !(std::isinf(v) && (v > 0) == (i == j || a[k1 * n + (i == i1 ? j : i)] > 0));
+                else
+                    bad += !std::isfinite(v);
+            }
+        expect(bad == 0, what);
+    }
+}
+
+/* symtile's FP32 schedules, forced through its tuning variants (kernels/cuda/ata_symtile.cu):
+ * plain tiling, the last wave's tiles shared among a wave of blocks (split along m, summed by a
+ * fixup) and each k-tile configuration; shapes around 2816 = 22 tiles (where 253 tiles give way to 276 on 132 SMs),
+ * m far larger than n (a tile split over ~90 blocks), m = 1, odd n (the scalar path), trans_a. */
+extern "C" cudaError_t cr_cuda_ata_symtile_variant(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s, int variant);
+extern "C" size_t cr_cuda_ata_symtile_variant_work_bytes(const cr_ata_dev *t, cr_dtype dt, int variant);
+
+#define SYM_VARIANT(v)                                                                        \
+    static cudaError_t sym_v##v(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s)             \
+    {                                                                                         \
+        return cr_cuda_ata_symtile_variant(t, dt, s, v);                                      \
+    }
+SYM_VARIANT(1) SYM_VARIANT(10) SYM_VARIANT(20) SYM_VARIANT(22) SYM_VARIANT(23) SYM_VARIANT(24)
+SYM_VARIANT(25) SYM_VARIANT(26) SYM_VARIANT(27) SYM_VARIANT(14) SYM_VARIANT(1620) SYM_VARIANT(110)
+static const struct { const char *name; cr_ata_launcher fn; int variant; } sym_variants[] = {
+    {"symtile:8x8", sym_v1, 1},          {"symtile:tiles", sym_v10, 10},      {"symtile:shared", sym_v20, 20},
+    {"symtile:shared-c2", sym_v22, 22},  {"symtile:shared-c3", sym_v23, 23},  {"symtile:shared-c4", sym_v24, 24},
+    {"symtile:shared-c5", sym_v25, 25},  {"symtile:shared-c6", sym_v26, 26},  {"symtile:shared-c7", sym_v27, 27},
+    {"symtile:tiles-c4", sym_v14, 14},   {"symtile:shared-g16", sym_v1620, 1620}, {"symtile:tiles-g1", sym_v110, 110},
+};
+
+static size_t ata_work_bytes(const cr_ata_dev *d, cr_dtype dt, cr_ata_launcher fn)
+{
+    for (auto &v : sym_variants)
+        if (v.fn == fn)
+            return cr_cuda_ata_symtile_variant_work_bytes(d, dt, v.variant);
+    return cr_cuda_ata_work_bytes(d, dt, fn);
+}
+
+/* Two runs of symtile on the same input give the same bits (stream-K's fixed summation order). */
+static void check_symtile_repeat(cr_ata_launcher fn, const char *name, int64_t m, int64_t n, bool trans)
+{
+    char what[160];
+    snprintf(what, sizeof what, "ata %s f32 m=%lld n=%lld trans=%d: bit-identical on a second run", name,
+             (long long)m, (long long)n, trans);
+    std::vector<float> host_a(m * n), c1(n * n), c2(n * n);
+    for (auto &x : host_a)
+        x = (float)uniform(-1.0, 1.0);
+    cr_ata_dev d = {m, n, trans, NULL, NULL, NULL};
+    size_t wb = ata_work_bytes(&d, CR_DT_F32, fn);
+    float *da = NULL, *dc = NULL;
+    void *work = NULL;
+    bool ok = cuda_ok(cudaMalloc(&da, host_a.size() * 4), what) && cuda_ok(cudaMalloc(&dc, c1.size() * 4), what) &&
+              (wb == 0 || cuda_ok(cudaMalloc(&work, wb), what)) &&
+              cuda_ok(cudaMemcpy(da, host_a.data(), host_a.size() * 4, cudaMemcpyHostToDevice), what);
+    d.a = da;
+    d.c = dc;
+    d.work = work;
+    for (int run = 0; ok && run < 2; run++)
+        ok = cuda_ok(cudaMemset(dc, 0xff, c1.size() * 4), what) && cuda_ok(fn(&d, CR_DT_F32, 0), what) &&
+             cuda_ok(cudaMemcpy((run ? c2 : c1).data(), dc, c1.size() * 4, cudaMemcpyDeviceToHost), what);
+    if (ok)
+        expect(memcmp(c1.data(), c2.data(), c1.size() * 4) == 0, what);
+    cudaFree(da);
+    cudaFree(dc);
+    cudaFree(work);
+}
+
+static void test_ata_symtile_f32(void)
+{
+    static const int64_t shapes[][2] = {{33, 2815}, {37, 2816}, {31, 2817}, {4100, 260}, {2049, 513}, {1, 1500},
+                                        {1100, 1000}, {777, 1031}, {3, 4096}, {40, 4097}, {0, 300}, {5, 3}};
+    for (auto &sh : shapes) {
+        int64_t m = sh[0], n = sh[1];
+        std::vector<double> a(m * n);
+        for (auto &x : a)
+            x = (double)(float)uniform(-1.0, 1.0);
+        ata_ref ref = reference_ata(a, m, n);
+        for (int trans = 0; trans < 2; trans++) {
+            check_ata<float>("symtile", cr_cuda_ata_symtile, m, n, trans, a, ref);
+            for (auto &v : sym_variants)
+                if (trans == 0 || v.variant == 10 || v.variant == 20)
+                    check_ata<float>(v.name, v.fn, m, n, trans, a, ref);
+        }
+    }
+    for (int trans = 0; trans < 2; trans++) {
+        check_symtile_repeat(cr_cuda_ata_symtile, "symtile", 2049, 1000, trans);
+        check_symtile_repeat(sym_v20, "symtile:shared", 3001, 2050, trans);
+        check_symtile_repeat(sym_v10, "symtile:tiles", 300, 2050, trans);
     }
 }
 
@@ -495,6 +675,8 @@ static void test_hist_invalid(void)
 int main(void)
 {
     test_ata();
+    test_ata_dmma();
+    test_ata_symtile_f32();
     test_hist_bytes();
     test_hist_floats_of<float>(CR_DT_F32);
     test_hist_floats_of<double>(CR_DT_F64);

@@ -18,6 +18,13 @@
  * `tc-tf32` takes the TF32 wgmma path for big problems, `tc-tf32-wgmma` wherever it applies,
  * and `wgmma-tf32` is forced_wgmma in F32.
  *
+ * dbuf's split-K (small C, long K: partials of K slices into a workspace, summed in a fixed order)
+ * runs every shape above plus split_shapes × split_combos in four ways: dbuf-ws is the registry
+ * row as the daemon runs it (scratch() bytes, then the launcher), dbuf-ws-short the same with one
+ * byte of scratch too few (it must fall back to no split), dbuf-split-big/-mid/-small force 3, 5
+ * and 7 slices with each tile configuration. check_split_rule also checks that the rule does split
+ * the split shapes and that two runs through the split path are bit-identical.
+ *
  * usage: gpu_gemm [NAME...]: only the named entries (`wgmma` / `wgmma-tf32` for the forced
  * wgmma cases, `batch` for the cuBLAS batch check); no names: everything. */
 #include "tools/gpu/harness.cuh"
@@ -32,6 +39,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/launchers.h"
 
 /* tuning hook in kernels/cuda/gemm_dbuf.cu: force one of dbuf's tile configurations, which
  * the size-based choice would otherwise only reach at some sizes */
@@ -39,6 +47,17 @@ extern "C" cudaError_t cr_cuda_gemm_dbuf_variant(const cr_gemm_dev *g, cr_dtype 
 static cudaError_t dbuf_big(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_dbuf_variant(g, dt, s, 1); }
 static cudaError_t dbuf_mid(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_dbuf_variant(g, dt, s, 2); }
 static cudaError_t dbuf_small(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return cr_cuda_gemm_dbuf_variant(g, dt, s, 3); }
+/* dbuf's split-K (gemm_dbuf.cu): as the daemon runs it (dbuf_ws: the registry row's launcher with
+ * the scratch its scratch function asks for; dbuf_ws_short: one byte less, so it must fall back
+ * to no split), and forced into an odd number of K slices with each tile configuration, so that
+ * every shape of the grid takes the split path and its reduction */
+extern "C" cudaError_t cr_cuda_gemm_dbuf_split(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
+                                               cudaStream_t s, int cfg, int slices);
+static cudaError_t dbuf_ws(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+static cudaError_t dbuf_ws_short(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+static cudaError_t dbuf_split_big(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+static cudaError_t dbuf_split_mid(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+static cudaError_t dbuf_split_small(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 
 /* the same for gemm_tc.cu: 1..3 force its big, mid, small tiles (F32 runs the TF32 kernel) */
 extern "C" cudaError_t cr_cuda_gemm_tc_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
@@ -65,7 +84,10 @@ static const kernel_entry kernels[] = {
     {"smem", cr_cuda_gemm_smem, KT_F32_F64, false},    {"blocktile", cr_cuda_gemm_blocktile, KT_F32_F64, false},
     {"vec", cr_cuda_gemm_vec, KT_F32, false},          {"dbuf", cr_cuda_gemm_dbuf, KT_F32, false},
     {"dbuf-big", dbuf_big, KT_F32, false},             {"dbuf-mid", dbuf_mid, KT_F32, false},
-    {"dbuf-small", dbuf_small, KT_F32, false},         {"tc-tf32", cr_cuda_gemm_tc_tf32, KT_TF32, false},
+    {"dbuf-small", dbuf_small, KT_F32, false},         {"dbuf-ws", dbuf_ws, KT_F32, false},
+    {"dbuf-ws-short", dbuf_ws_short, KT_F32, false},   {"dbuf-split-big", dbuf_split_big, KT_F32, false},
+    {"dbuf-split-mid", dbuf_split_mid, KT_F32, false}, {"dbuf-split-small", dbuf_split_small, KT_F32, false},
+    {"tc-tf32", cr_cuda_gemm_tc_tf32, KT_TF32, false}, {"tc-3xtf32", cr_cuda_gemm_3xtf32, KT_F32, false},
     {"tc-tf32-big", tc_big, KT_TF32, false},           {"tc-tf32-mid", tc_mid, KT_TF32, false},
     {"tc-tf32-small", tc_small, KT_TF32, false},       {"tc", cr_cuda_gemm_tc, KT_HALF, false},
     {"tc-big", tc_big, KT_HALF, false},                {"tc-mid", tc_mid, KT_HALF, false},
@@ -84,6 +106,8 @@ static struct {
     void *a, *b, *c;          /* inputs and output in the tested dtype */
     double *da, *db, *dr;     /* upcast inputs and the reference */
     double *part;             /* per-block partial sums of the comparison */
+    void *work;               /* dbuf's split-K workspace */
+    size_t work_bytes;
     cublasHandle_t h;
     cublasHandle_t hx; /* the cuBLAS under test (default math, as a worker's handle) */
     int batch;         /* cublas_ex: 1, or 2 to take the strided-batched path */
@@ -330,14 +354,15 @@ static void check_refusal(const kernel_entry *ke, cr_dtype dt)
     cudaGetLastError();
 }
 
-/* Same input twice must give bit-identical output: a moving result is a race. */
-static void check_repeatable(const kernel_entry *ke, cr_dtype dt, int64_t s)
+/* Same input twice must give bit-identical output: a moving result is a race (or, for split-K,
+ * partials summed in whatever order they arrive). */
+static void check_repeatable_mnk(const kernel_entry *ke, cr_dtype dt, int64_t m, int64_t nn, int64_t k)
 {
-    gcase c = {s, s, s, false, false, 1.0, 0.0, false};
-    size_t n = (size_t)(s * s), es = esize(dt);
-    fill(dt, G.a, G.da, n);
-    fill(dt, G.b, G.db, n);
-    cr_gemm_dev g = {s, s, s, false, false, 1.0, 0.0, G.a, G.b, G.c};
+    gcase c = {m, nn, k, false, false, 1.0, 0.0, false};
+    size_t n = (size_t)(m * nn), es = esize(dt);
+    fill(dt, G.a, G.da, (size_t)(m * k));
+    fill(dt, G.b, G.db, (size_t)(k * nn));
+    cr_gemm_dev g = {m, nn, k, false, false, 1.0, 0.0, G.a, G.b, G.c};
     char *h1 = (char *)malloc(n * es), *h2 = (char *)malloc(n * es);
     if (!h1 || !h2)
         exit(2);
@@ -350,6 +375,8 @@ static void check_repeatable(const kernel_entry *ke, cr_dtype dt, int64_t s)
     free(h1);
     free(h2);
 }
+
+static void check_repeatable(const kernel_entry *ke, cr_dtype dt, int64_t s) { check_repeatable_mnk(ke, dt, s, s, s); }
 
 static const int64_t cubes[] = {1, 7, 31, 64, 127, 128, 129, 1000, 1023};
 static const int64_t odd_shapes[][3] = {{257, 130, 67},  {300, 200, 1},   {1, 513, 77},
@@ -375,12 +402,96 @@ static const int64_t tc_cubes[] = {33, 255, 256, 257, 513};
 static const int64_t tc_shapes[][3] = {{127, 255, 4099}, {264, 136, 4104}, {1, 7, 4099},
                                        {513, 129, 8},    {8, 8, 9},        {136, 520, 72}};
 
+/* small C, long K: shapes dbuf's rule splits (odd sizes, K not a multiple of slices × tile, a
+ * single element with K = 4096), each with every transpose and beta, beta 0 over NaN C, and
+ * unaligned pointers (scalar loads, scalar reduction) */
+static const int64_t split_shapes[][3] = {
+    {128, 128, 1024}, {67, 129, 1031}, {768, 768, 1024}, {1, 1, 4096}, {300, 200, 5000}, {33, 517, 2053}};
+static const struct { bool ta, tb; double alpha, beta; bool unaligned; } split_combos[] = {
+    {false, false, 1.0, 0.0, false}, {true, false, 1.5, 0.5, false}, {false, true, -0.75, 0.0, false},
+    {true, true, 1.0, -2.0, false},  {false, false, 0.5, 1.0, false}, {true, false, 1.0, 0.0, false},
+    {false, true, 2.0, -0.5, false}, {true, true, -1.0, 0.0, false},  {false, false, 1.0, 0.25, true},
+    {true, false, 0.5, 0.0, true},   {false, true, 1.0, 1.0, true},   {true, true, 0.5, 0.0, true},
+};
+
+static bool is_dbuf_entry(const kernel_entry *ke) { return !strncmp(ke->name, "dbuf", 4); }
+
+/* the daemon's view of a GEMM problem (cuda_run.cu fills it from the request) */
+static cr_task gemm_task_of(const cr_gemm_dev *g, cr_dtype dt)
+{
+    cr_task t;
+    memset(&t, 0, sizeof t);
+    t.op = CR_OP_GEMM;
+    t.dtype = dt;
+    t.u.gemm = cr_gemm_task{g->m, g->n, g->k, g->trans_a, g->trans_b, g->alpha, g->beta, g->a, g->b,
+                              g->beta != 0.0 ? g->c : NULL, g->c};
+    return t;
+}
+
+/* dbuf as cuda_run.cu runs its registry row: scratch() bytes asked for the task, then the
+ * launcher with a launch holding those bytes (NULL when 0), less `cut` bytes of them */
+static cudaError_t dbuf_registry(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, size_t cut)
+{
+    cr_task t = gemm_task_of(g, dt);
+    size_t bytes = (size_t)cr_cuda_scratch_gemm_dbuf(&t);
+    if (bytes > G.work_bytes)
+        return cudaErrorMemoryAllocation;
+    bytes = bytes > cut ? bytes - cut : 0;
+    cr_worker w;
+    memset(&w, 0, sizeof w);
+    w.stream = s;
+    cr_cuda_err e;
+    memset(&e, 0, sizeof e);
+    cr_cuda_launch l = {&w, &t, {g->a, g->b, NULL}, g->c, bytes ? G.work : NULL, bytes, &e};
+    return (cudaError_t)cr_cuda_launch_gemm_dbuf(&l);
+}
+
+static cudaError_t dbuf_ws(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return dbuf_registry(g, dt, s, 0); }
+static cudaError_t dbuf_ws_short(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s) { return dbuf_registry(g, dt, s, 1); }
+static cudaError_t dbuf_split_big(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
+{
+    return cr_cuda_gemm_dbuf_split(g, dt, G.work, G.work_bytes, s, 1, 3);
+}
+static cudaError_t dbuf_split_mid(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
+{
+    return cr_cuda_gemm_dbuf_split(g, dt, G.work, G.work_bytes, s, 2, 5);
+}
+static cudaError_t dbuf_split_small(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
+{
+    return cr_cuda_gemm_dbuf_split(g, dt, G.work, G.work_bytes, s, 3, 7);
+}
+
+/* The rule must split the split shapes (with the scratch the registry asks for), and the same
+ * inputs must give the same bits twice through the split path. */
+static void check_split_rule(const kernel_entry *ke)
+{
+    for (size_t i = 0; i < sizeof split_shapes / sizeof split_shapes[0]; i++) {
+        gcase c = {split_shapes[i][0], split_shapes[i][1], split_shapes[i][2], false, false, 1.0, 0.0, false};
+        cr_gemm_dev g = {c.m, c.n, c.k, false, false, 1.0, 0.0, G.a, G.b, G.c};
+        cr_task t = gemm_task_of(&g, CR_DT_F32);
+        uint64_t bytes = cr_cuda_scratch_gemm_dbuf(&t);
+        char msg[96];
+        snprintf(msg, sizeof msg, "registry scratch %llu bytes (%.1f slices): splits", (unsigned long long)bytes,
+                 (double)bytes / (4.0 * (double)(c.m * c.n)));
+        report(bytes > 0, ke->name, CR_DT_F32, &c, msg);
+    }
+    check_repeatable_mnk(ke, CR_DT_F32, 768, 768, 1024);
+    check_repeatable_mnk(ke, CR_DT_F32, 67, 129, 1031);
+}
+
 static void run_kernel(const kernel_entry *ke, cr_dtype dt)
 {
     for (size_t i = 0; i < sizeof cubes / sizeof cubes[0]; i++)
         run_shape(ke, dt, cubes[i], cubes[i], cubes[i]);
     for (size_t i = 0; i < sizeof odd_shapes / sizeof odd_shapes[0]; i++)
         run_shape(ke, dt, odd_shapes[i][0], odd_shapes[i][1], odd_shapes[i][2]);
+    if (is_dbuf_entry(ke) && dt == CR_DT_F32)
+        for (size_t i = 0; i < sizeof split_shapes / sizeof split_shapes[0]; i++)
+            for (size_t j = 0; j < sizeof split_combos / sizeof split_combos[0]; j++) {
+                gcase c = {split_shapes[i][0], split_shapes[i][1], split_shapes[i][2], split_combos[j].ta,
+                           split_combos[j].tb, split_combos[j].alpha, split_combos[j].beta, split_combos[j].unaligned};
+                run_case(ke, dt, &c);
+            }
     if (ke->kind == KT_TF32 || ke->kind == KT_HALF) {
         for (size_t i = 0; i < sizeof tc_cubes / sizeof tc_cubes[0]; i++)
             run_shape(ke, dt, tc_cubes[i], tc_cubes[i], tc_cubes[i]);
@@ -518,6 +629,8 @@ int main(int argc, char **argv)
     CK(cudaMalloc((void **)&G.db, MAXN * 8));
     CK(cudaMalloc((void **)&G.dr, MAXN * 8));
     CK(cudaMalloc((void **)&G.part, CMP_BLOCKS * 5 * sizeof(double)));
+    G.work_bytes = MAXN * 8; /* forced splits at 4096³: up to 7 slices of C */
+    CK(cudaMalloc(&G.work, G.work_bytes));
     CK(cublasCreate(&G.h));
     /* the reference must be true FP64, never a tensor-core shortcut */
     CK(cublasSetMathMode(G.h, CUBLAS_PEDANTIC_MATH));
@@ -554,6 +667,13 @@ int main(int argc, char **argv)
         } else {
             check_repeatable(&kernels[i], CR_DT_F32, 1023);
         }
+    }
+    if (wanted("dbuf-ws")) {
+        const kernel_entry *ws = NULL;
+        for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+            if (kernels[i].fn == dbuf_ws)
+                ws = &kernels[i];
+        check_split_rule(ws);
     }
     if (wanted("wgmma")) {
         forced_wgmma(&wgmma_entry, CR_DT_F16);
