@@ -27,6 +27,7 @@
  * column, so that the blocks in flight share few slices of A (L2 reuse). The tile edge (64 or
  * 128) is chosen per size by the waves each would take on this device (cr_cuda_ata_dmma). */
 #include "kernels/cuda/ata_hist_kernels.h"
+#include "kernels/cuda/cp_async.cuh"
 
 #include <limits.h>
 
@@ -86,18 +87,6 @@ template <int BM_, int WM_, int WN_, int AM_, int AK_, int BK_, int STAGES_, int
 using dm_big = dm_cfg<128, 64, 32, 16, 4, 32, 3, 1>;
 using dm_small = dm_cfg<64, 32, 32, 16, 8, 16, 3, 4>;
 
-template <int BYTES> __device__ __forceinline__ void dm_cp_async(double *smem, const double *gmem, bool valid)
-{
-    unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
-    int src_bytes = valid ? BYTES : 0;
-    if constexpr (BYTES == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes));
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void dm_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void dm_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 /* Tile number `t` → (bi, bj), bi <= bj: groups of DM_GROUP tile rows, each group column by
  * column (the rows of the group at or above the diagonal), so a wave of blocks spans a few tile
  * rows and many columns rather than a whole row of tiles each. */
@@ -140,11 +129,11 @@ __device__ __forceinline__ void dm_load_slice(double *dst, const double *__restr
         if (TRANS) {
             int64_t i = col0 + r, k = k0 + e;
             bool valid = i < n && k < m;
-            dm_cp_async<W * 8>(dst + r * C::LD_I + e, valid ? a + i * m + k : a, valid);
+            cp_async<W * 8>(dst + r * C::LD_I + e, valid ? a + i * m + k : a, valid);
         } else {
             int64_t k = k0 + r, col = col0 + e;
             bool valid = k < m && col < n;
-            dm_cp_async<W * 8>(dst + r * C::LD_K + e, valid ? a + k * n + col : a, valid);
+            cp_async<W * 8>(dst + r * C::LD_K + e, valid ? a + k * n + col : a, valid);
         }
     }
 }
@@ -249,10 +238,10 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
             if (!diagonal)
                 dm_load_slice<C, TRANS, VEC>(s + C::SLICE, a, m, n, st * C::BK, j0);
         }
-        dm_commit();
+        cp_async_commit();
     }
     for (int64_t kt = 0; kt < ktiles; kt++) {
-        dm_wait<C::STAGES - 2>();
+        cp_async_wait<C::STAGES - 2>();
         __syncthreads(); /* stage kt is in; every warp is done with stage kt-1, refilled below */
         int64_t next = kt + C::STAGES - 1;
         if (next < ktiles) {
@@ -261,11 +250,11 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
             if (!diagonal)
                 dm_load_slice<C, TRANS, VEC>(s + C::SLICE, a, m, n, next * C::BK, j0);
         }
-        dm_commit();
+        cp_async_commit();
         const double *sa = dm_smem + (int)(kt % C::STAGES) * 2 * C::SLICE;
         dm_stage_mma<C, TRANS>(sa, diagonal ? sa : sa + C::SLICE, wm0, wn0, g, t, acc);
     }
-    dm_wait<0>();
+    cp_async_wait<0>();
     dm_store<C, CVEC>(c, n, acc, i0 + wm0, j0 + wn0, g, t, !diagonal);
 }
 

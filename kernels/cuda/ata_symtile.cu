@@ -16,6 +16,7 @@
  * are bounds-checked. The vector path needs n a multiple of VW and A 16-byte aligned; otherwise
  * the same kernel copies element by element (VEC = false). */
 #include "kernels/cuda/ata_hist_kernels.h"
+#include "kernels/cuda/cp_async.cuh"
 
 #define SYM_THREADS 256
 #define SYM_BK 16
@@ -27,19 +28,6 @@ template <typename T> struct sym_cfg {
     static constexpr int BM = 16 * TM;          /* block tile edge: 16 threads across */
     static constexpr int MIN_BLOCKS = sizeof(T) == 4 ? 2 : 3;
 };
-
-template <int BYTES> __device__ __forceinline__ void cp_async(void *smem, const void *gmem, bool valid)
-{
-    unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
-    int src_bytes = valid ? BYTES : 0;
-    if constexpr (BYTES == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes));
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem), "n"(BYTES),
-                     "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 /* Upper-triangle tile number `t` → (bi, bj), bi <= bj, row by row. */
 __device__ __forceinline__ void tile_of(int64_t t, int64_t nt, int64_t *bi, int64_t *bj)

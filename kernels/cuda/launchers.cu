@@ -30,20 +30,25 @@ OWN_GEMM(blocktile)
 OWN_GEMM(vec)
 OWN_GEMM(tc)
 
-/* dbuf splits K into the row's scratch when its plan wants it (gemm_dbuf.cu); with less
- * scratch than that it runs unsplit */
-extern "C" int cr_cuda_launch_gemm_dbuf(cr_cuda_launch *l)
-{
-    cr_gemm_dev g = gemm_dev(l);
-    return cr_cuda_gemm_dbuf_ws(&g, l->t->dtype, l->scratch, l->scratch_bytes, l->w->stream);
-}
+/* Kernels with scratch: the launcher hands the row's scratch to KERNEL_ws, and the row's scratch
+ * function asks KERNEL_work_bytes, for the task's shape (no pointers yet: an unused scratch is
+ * only memory). dbuf splits K into it when its plan wants (gemm_dbuf.cu; with less, it runs
+ * unsplit); tc-3xtf32 splits both operands into TF32 parts there (gemm_3xtf32.cu). */
+#define SCRATCH_GEMM(ROW, KERNEL)                                                                 \
+    extern "C" int cr_cuda_launch_gemm_##ROW(cr_cuda_launch *l)                                   \
+    {                                                                                             \
+        cr_gemm_dev g = gemm_dev(l);                                                              \
+        return cr_cuda_gemm_##KERNEL##_ws(&g, l->t->dtype, l->scratch, l->scratch_bytes, l->w->stream); \
+    }                                                                                             \
+    extern "C" uint64_t cr_cuda_scratch_gemm_##ROW(const cr_task *t)                              \
+    {                                                                                             \
+        const cr_gemm_task *a = &t->u.gemm;                                                       \
+        cr_gemm_dev g = {a->m, a->n, a->k, a->trans_a, a->trans_b, 1.0, 0.0, NULL, NULL, NULL};   \
+        return cr_cuda_gemm_##KERNEL##_work_bytes(&g, t->dtype);                                  \
+    }
 
-extern "C" uint64_t cr_cuda_scratch_gemm_dbuf(const cr_task *t)
-{
-    const cr_gemm_task *a = &t->u.gemm;
-    cr_gemm_dev g = {a->m, a->n, a->k, a->trans_a, a->trans_b, 1.0, 0.0, NULL, NULL, NULL};
-    return cr_cuda_gemm_dbuf_work_bytes(&g, t->dtype);
-}
+SCRATCH_GEMM(dbuf, dbuf)
+SCRATCH_GEMM(tc_3xtf32, 3xtf32)
 
 /* tc-tf32's wgmma path transposes its MN-major operands into the row's scratch */
 extern "C" int cr_cuda_launch_gemm_tc_tf32(cr_cuda_launch *l)
@@ -61,21 +66,6 @@ extern "C" uint64_t cr_cuda_scratch_gemm_tc_tf32(const cr_task *t)
         return 0;
     cr_gemm_dev g = {a->m, a->n, a->k, a->trans_a, a->trans_b, 1.0, 0.0, NULL, NULL, NULL};
     return cr_cuda_gemm_wgmma_work_bytes(&g, t->dtype);
-}
-
-/* tc-3xtf32 splits both operands into its scratch (3 k-long TF32 rows per row of op(A), per
- * column of op(B)) */
-extern "C" int cr_cuda_launch_gemm_tc_3xtf32(cr_cuda_launch *l)
-{
-    cr_gemm_dev g = gemm_dev(l);
-    return cr_cuda_gemm_3xtf32_ws(&g, l->t->dtype, l->scratch, l->scratch_bytes, l->w->stream);
-}
-
-extern "C" uint64_t cr_cuda_scratch_gemm_tc_3xtf32(const cr_task *t)
-{
-    const cr_gemm_task *a = &t->u.gemm;
-    cr_gemm_dev g = {a->m, a->n, a->k, a->trans_a, a->trans_b, 1.0, 0.0, NULL, NULL, NULL};
-    return cr_cuda_gemm_3xtf32_work_bytes(&g, t->dtype);
 }
 
 /* C(m×n) = alpha·op(A)·op(B) + beta·C for `batch` problems at strides of one matrix each. */

@@ -18,18 +18,7 @@
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/hist_bin.cuh"
 #include "kernels/cuda/hist_smem_vec.h"
-
-static int passed, failed;
-
-static void expect(bool ok, const char *what)
-{
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        printf("FAIL %s\n", what);
-    }
-}
+#include "tools/gpu/check.cuh"
 
 static bool cuda_ok(cudaError_t e, const char *what)
 {
@@ -41,15 +30,6 @@ static bool cuda_ok(cudaError_t e, const char *what)
     return false;
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static double uniform(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() >> 11) / 9007199254740992.0; }
 
 /* ---------------- AᵀA ---------------- */
 

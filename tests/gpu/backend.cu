@@ -21,29 +21,12 @@
 #include "kernels/half.h"
 #include "kernels/registry.h"
 
-static int passed, failed;
+#define GPU_TEST_SEED 0x243f6a8885a308d3ull
+#include "tools/gpu/check.cuh"
 
 /* A cuda kernel by op and name, as the engine resolves it. */
 static const cr_kernel *K(cr_op op, const char *name) { return cr_kernel_find(&cr_backend_cuda, op, name); }
 
-static void expect(bool ok, const char *what, const char *detail = "")
-{
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        printf("FAIL %s %s\n", what, detail);
-    }
-}
-
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-static double uniform(double lo, double hi)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
-}
 
 static const cr_backend *B = &cr_backend_cuda;
 static cr_worker *W;

@@ -16,27 +16,8 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "tools/gpu/check.cuh"
 
-static int passed, failed;
-
-static void expect(bool ok, const char *what)
-{
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        printf("FAIL %s\n", what);
-    }
-}
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static double uniform(double lo, double hi)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
-}
 
 #define CK(x)                                                                                     \
     do {                                                                                          \
