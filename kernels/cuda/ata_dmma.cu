@@ -263,9 +263,13 @@ cudaError_t dm_launch_kernel(const double *a, int64_t m, int64_t n, int64_t nt, 
                              cudaStream_t s)
 {
     auto kernel = ata_dmma_kernel<C, TRANS, VEC, CVEC>;
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
-    if (e != cudaSuccess)
-        return e;
+    static bool opted_in; /* once per kernel (one GPU type per process); a race sets it twice */
+    if (!opted_in) {
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+        if (e != cudaSuccess)
+            return e;
+        opted_in = true;
+    }
     kernel<<<tiles, C::THREADS, C::SMEM, s>>>(a, m, n, nt, c);
     return cudaGetLastError();
 }
@@ -305,11 +309,18 @@ template <class C> cudaError_t dm_launch(const cr_ata_dev *t, cudaStream_t s)
  * configuration reaches (measured, bench/NOTES-gemm.md). */
 template <class C> double dm_cost(int64_t n, int sms, double efficiency)
 {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ata_dmma_kernel<C, false, true, true>, C::THREADS,
-                                                      C::SMEM) != cudaSuccess ||
-        per_sm < 1)
-        per_sm = 1;
+    static int per_sm; /* asked once: it depends on the kernel's resources only */
+    if (per_sm == 0) {
+        int r = 0;
+        if (cudaFuncSetAttribute(ata_dmma_kernel<C, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)C::SMEM) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r, ata_dmma_kernel<C, false, true, true>, C::THREADS,
+                                                          C::SMEM) != cudaSuccess) {
+            cudaGetLastError(); /* not sticky: the launch reports what is really wrong */
+            r = 1;
+        }
+        per_sm = r < 1 ? 1 : r;
+    }
     int64_t nt = (n + C::BM - 1) / C::BM, tiles = nt * (nt + 1) / 2, slots = (int64_t)sms * per_sm;
     int64_t waves = (tiles + slots - 1) / slots, held = (tiles + sms - 1) / sms;
     return (double)waves * (double)(held < per_sm ? held : per_sm) * C::BM * C::BM / efficiency;
