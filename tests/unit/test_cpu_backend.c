@@ -518,6 +518,40 @@ static void test_kernel_list(void)
     check(B->task_device_bytes(&t) == 0, "task_device_bytes is 0");
 }
 
+/* Which rows auto, the batcher and compare mode may run (cr_kernel_candidate), on made-up rows:
+ * named_only rows (tc-3xtf32 on cuda) only in compare mode, TF32 rows only when the request
+ * allows TF32 (compare: for float32), hidden rows never, and the op, dtype and size must fit. */
+static void test_candidate_rules(void)
+{
+    const cr_kernel plain = {.name = "p", .op = CR_OP_GEMM, .dtypes = CR_DT_BIT(CR_DT_F32), .max_dim = 100};
+    cr_kernel named = plain, tf32 = plain, hidden = plain;
+    named.named_only = true;
+    tf32.precision = CR_PREC_TF32;
+    hidden.hidden = true;
+    cr_task t = {.op = CR_OP_GEMM, .dtype = CR_DT_F32, .precision = CR_PREC_DEFAULT};
+    t.u.gemm = (cr_gemm_task){.m = 100, .n = 3, .k = 7};
+    check(cr_kernel_candidate(&plain, &t, false) && cr_kernel_candidate(&plain, &t, true), "plain row: auto and compare");
+    check(!cr_kernel_candidate(&named, &t, false), "named_only row: not for auto");
+    check(cr_kernel_candidate(&named, &t, true), "named_only row: in compare mode");
+    check(!cr_kernel_candidate(&tf32, &t, false) && cr_kernel_candidate(&tf32, &t, true),
+          "TF32 row: not for an fp32 request's auto, in its compare mode");
+    check(!cr_kernel_candidate(&hidden, &t, false) && !cr_kernel_candidate(&hidden, &t, true), "hidden row: never");
+    t.precision = CR_PREC_TF32;
+    check(cr_kernel_candidate(&tf32, &t, false) && !cr_kernel_candidate(&named, &t, false),
+          "tf32 request: TF32 rows for auto, named_only still not");
+    t.dtype = CR_DT_F64;
+    check(!cr_kernel_candidate(&plain, &t, false) && !cr_kernel_candidate(&tf32, &t, true), "dtype the row lacks");
+    t.dtype = CR_DT_F32;
+    t.u.gemm.m = 101;
+    check(!cr_kernel_candidate(&plain, &t, true), "a dimension past max_dim");
+    t.op = CR_OP_ATA;
+    check(!cr_kernel_candidate(&plain, &t, true), "another op's row");
+    size_t n = 0;
+    const cr_kernel *k = cr_kernels(B, &n);
+    for (size_t i = 0; i < n; i++)
+        check(!k[i].named_only, "cpu row %s is not named_only: auto may pick any", k[i].name);
+}
+
 static void expect_status(const char *what, const cr_task *t, cr_status want)
 {
     char err[256] = "";
@@ -725,6 +759,7 @@ int main(void)
         return 1;
     }
     test_kernel_list();
+    test_candidate_rules();
     test_gemm();
     test_gemm_half();
     test_gemm_beta_zero_ignores_nan();
