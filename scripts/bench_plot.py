@@ -34,6 +34,9 @@ HIST_OURS = {"global": "GPU global atomics", "smem": "GPU shared-memory bins",
              "smem-vec": "GPU shared bins, 16-byte loads (smem-vec)", "cub": "CUB HistogramEven"}
 
 SOURCES = ("gemm", "gemm_tc", "ata_hist")  # NAME.csv and its NAME.device.json
+# Runs of single sweeps after those (bench/gemm quick and splitk, bench/ata_hist ata_f32,ata_f64),
+# tabulated as they are in "Later runs" (no plots): NAME.csv beside NAME.device.json.
+LATER = ("gemm_quick", "gemm_splitk", "ata_kernels")
 FAMILY = {"float32": "f32", "f32": "f32", "float64": "f64", "f64": "f64", "float16": "f16", "bfloat16": "bf16"}
 # The tensor-core sweeps (bench/gemm.cu's tc mode) are held against their own tensor peak, whatever
 # the dtype says: the TF32 sweep's data is float32 but its kernels run on the TF32 tensor cores.
@@ -294,6 +297,48 @@ def tensor_lines(rows):
     return lines
 
 
+def ran_on(outdir, name):
+    d = read_device(outdir, name)
+    if not d:
+        return f"`{name}.csv`"
+    return (f"`{name}.csv`: {d['device']}, SM clock {fmt_mhz(d.get('sm_mhz_measured_start'))} → "
+            f"{fmt_mhz(d.get('sm_mhz_measured_end'))} MHz (rated {d['sm_mhz_rated']})")
+
+
+def later_lines(outdir):
+    """The later single-sweep runs, each file's rows against the reference of its own run."""
+    quick, splitk, ata = (read(os.path.join(outdir, n + ".csv")) for n in LATER)
+    if not (quick or splitk or ata):
+        return []
+    lines = ["", "## Later runs (issue 17's kernels; × = the reference's time / ours, same run)", ""]
+    if quick:
+        lines += [ran_on(outdir, "gemm_quick") + ", `bench/gemm OUT quick`:", "",
+                  "| m = n = k | kernel | ms | TFLOP/s | × cuBLAS SGEMM |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['m']} | {r['kernel']} | {float(r['ms']):.3f} | {float(r['gflops']) / 1e3:.1f} | "
+                  f"{float(r['ratio_vs_cublas']):.3f} |" for r in quick]
+        lines.append("")
+    if splitk:
+        lines += [ran_on(outdir, "gemm_splitk") + ", `bench/gemm OUT splitk` (dbuf as the daemon runs it, "
+                  "with its split-K scratch; dbuf-nosplit as before split-K):", "",
+                  "| m = n | k | cuBLAS ms | dbuf ms | × | dbuf-nosplit × |", "| --- | --- | --- | --- | --- | --- |"]
+        shapes = sorted({(int(r["m"]), int(r["k"])) for r in splitk if r["kernel"] == "dbuf"}, key=lambda x: (x[1] != 1024, x))
+        for m, k in shapes:
+            got = {r["kernel"]: r for r in splitk if int(r["m"]) == m and int(r["k"]) == k}
+            cu, db, ns = (got.get(n) for n in ("cublas", "dbuf", "dbuf-nosplit"))
+            lines.append(f"| {m} | {k} | {fmt(cu and float(cu['ms']), 4)} | {fmt(db and float(db['ms']), 4)} | "
+                         f"{fmt(db and float(db['ratio_vs_cublas']), 3)} | {fmt(ns and float(ns['ratio_vs_cublas']), 3)} |")
+        lines.append("")
+    if ata:
+        lines += [ran_on(outdir, "ata_kernels") + ", `bench/ata_hist OUT S ata_f32,ata_f64` (m = n):", "",
+                  "| dtype | n | SYRK ms | ours | ours ms | × SYRK |", "| --- | --- | --- | --- | --- | --- |"]
+        for sweep, own in (("ata_f32", "symtile"), ("ata_f64", "dmma")):
+            for r in (r for r in ata if r["sweep"] == sweep and r["kernel"] == own):
+                ref = next((x for x in ata if x["sweep"] == sweep and x["kernel"] == "cublas-syrk" and x["n"] == r["n"]), None)
+                lines.append(f"| {r['dtype']} | {r['n']} | {fmt(ref and float(ref['ms']), 3)} | {own} | "
+                             f"{float(r['ms']):.3f} | {float(r['ratio_vs_ref']):.2f} |")
+    return lines
+
+
 def summary(rows, devices, outdir):
     lines = ["# Kernel benchmark summary", "",
              "Our numbers are medians from this run's CSV files; the published ones come from the seed "
@@ -336,6 +381,7 @@ def summary(rows, devices, outdir):
     lines.append(f"| device-to-device copy (read + write) | | {fmt(c and c[6], 4)} ({fmt(c and c[4], 0)} GB/s) |")
     lines += dtype_lines(rows)
     lines += bins_lines(rows)
+    lines += later_lines(outdir)
     path = os.path.join(outdir, "summary.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -347,8 +393,15 @@ def main():
     rows = normalized(read(os.path.join(outdir, "gemm.csv")), read(os.path.join(outdir, "ata_hist.csv")),
                       read(os.path.join(outdir, "gemm_tc.csv")))
     if not rows:
-        print(f"no gemm.csv, gemm_tc.csv or ata_hist.csv under {outdir}")
-        return 1
+        later = later_lines(outdir)
+        if not later:
+            print(f"no gemm.csv, gemm_tc.csv, ata_hist.csv or later runs under {outdir}")
+            return 1
+        path = os.path.join(outdir, "summary.md")
+        with open(path, "w") as f:
+            f.write("\n".join(["# Kernel benchmark summary"] + later) + "\n")
+        print("wrote", path)
+        return 0
     devices = {name: read_device(outdir, name) for name in SOURCES if any(r[7] == name for r in rows)}
     plot(rows, devices, outdir)
     summary(rows, devices, outdir)
