@@ -13,6 +13,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -583,11 +584,10 @@ size_t cr_fmt_f64(char *out, double v)
  * decimal. So 0.1 sent as float16 comes back as 0.1, as numpy prints it, not as the float32
  * spelling of its exact value (0.099975586). printf's digits are exact; half answers are small
  * enough for its cost. */
-size_t cr_fmt_half(char *out, uint16_t h, cr_dtype dt)
+/* The shortest decimal that rounds back to h in its own dtype, as a double: printf and strtod
+ * at 1..5 significant digits (~1 us a number). */
+static double half_shortest(double v, uint16_t h, cr_dtype dt)
 {
-    double v = cr_half_to_float(dt, h);
-    if (!isfinite(v))
-        return cr_fmt_f64(out, v);
     char digits[CR_NUMFMT_MAX];
     double d = v;
     for (int p = 1; p <= 5; p++) {
@@ -595,6 +595,29 @@ size_t cr_fmt_half(char *out, uint16_t h, cr_dtype dt)
         d = strtod(digits, NULL);
         if (cr_half_from_double(dt, d) == h)
             break;
+    }
+    return d;
+}
+
+/* half_shortest of each of the 2 x 65536 bit patterns, found the first time it is written
+ * (a 256x256 answer is 65,536 numbers: the search would cost tens of ms each time); 0: not yet
+ * (a finite nonzero value never has all-zero bits). Racing writers store the same bits. */
+static _Atomic uint64_t half_digits[2][1 << 16];
+
+size_t cr_fmt_half(char *out, uint16_t h, cr_dtype dt)
+{
+    double v = cr_half_to_float(dt, h);
+    if (!isfinite(v) || v == 0)
+        return cr_fmt_f64(out, v);
+    _Atomic uint64_t *slot = &half_digits[dt == CR_DT_BF16][h];
+    uint64_t bits = atomic_load_explicit(slot, memory_order_relaxed);
+    double d;
+    if (bits) {
+        memcpy(&d, &bits, sizeof d);
+    } else {
+        d = half_shortest(v, h, dt);
+        memcpy(&bits, &d, sizeof bits);
+        atomic_store_explicit(slot, bits, memory_order_relaxed);
     }
     return cr_fmt_f64(out, d);
 }

@@ -3,9 +3,12 @@
  * the nearer), overflow and NaN, and gcc's own _Float16 agrees on random doubles where gcc has it. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/half.h"
+#include "server/codec/numfmt.h"
 #include "tests/unit/check.h"
 
 static uint16_t inf_of(cr_dtype dt) { return dt == CR_DT_BF16 ? 0x7f80u : 0x7c00u; }
@@ -92,8 +95,36 @@ static void test_against_gcc(void)
 static void test_against_gcc(void) {}
 #endif
 
+/* cr_fmt_half keeps each value's shortest digits once found: the first and the cached answer of
+ * every bit pattern match the search done here from scratch (printf at 1..5 digits until strtod
+ * rounds back), and each parses back to its pattern. */
+static void test_format_every_pattern(cr_dtype dt, const char *name)
+{
+    int differ = 0, trips = 0;
+    for (uint32_t h = 0; h < (1u << 16); h++) {
+        double v = cr_half_to_float(dt, (uint16_t)h);
+        char want[64], first[64], again[64], digits[64];
+        double d = v;
+        for (int p = 1; isfinite(v) && p <= 5; p++) {
+            snprintf(digits, sizeof digits, "%.*e", p - 1, v);
+            d = strtod(digits, NULL);
+            if (cr_half_from_double(dt, d) == h)
+                break;
+        }
+        want[cr_fmt_f64(want, d)] = '\0';
+        first[cr_fmt_half(first, (uint16_t)h, dt)] = '\0';
+        again[cr_fmt_half(again, (uint16_t)h, dt)] = '\0';
+        differ += strcmp(want, first) != 0 || strcmp(first, again) != 0;
+        trips += isfinite(v) && cr_half_from_double(dt, strtod(first, NULL)) != h;
+    }
+    CHECK_MSG(differ == 0, "%s: %d patterns written otherwise than the search, or than the first time", name, differ);
+    CHECK_MSG(trips == 0, "%s: %d written values do not read back as their pattern", name, trips);
+}
+
 int main(void)
 {
+    test_format_every_pattern(CR_DT_F16, "float16");
+    test_format_every_pattern(CR_DT_BF16, "bfloat16");
     test_every_pattern(CR_DT_F16, "float16");
     test_every_pattern(CR_DT_BF16, "bfloat16");
     test_known();
