@@ -14,12 +14,14 @@
 #include <unistd.h>
 
 #include "server/clock.h"
+#include "server/kserve/region_list.h"
 #include "server/memory.h"
 #include "server/obs/log.h"
 
 #define MAX_EXACT 9007199254740992ull /* 2^53: JSON numbers are exact up to here */
 
 struct cr_shm_region {
+    cr_region_node node; /* first: the list's node is the region */
     cr_shm_info info;
     int fd;             /* kept open: each hold checks the object still covers the region */
     dev_t dev;          /* the object's identity, for aliasing between regions */
@@ -31,14 +33,10 @@ struct cr_shm_region {
     bool charged;       /* byte_size is charged to the memory budget */
     cr_shm_owner owner;
     int pidfd;          /* the owner's process, readable once it exited; -1: none watched */
-    int holds;          /* requests holding part of it; guarded by mu, as is last_used */
-    double last_used;   /* cr_now() of its registration or its last hold's end */
-    cr_shm_region *next;
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static cr_shm_region *regions;      /* guarded by mu, as are the two counts */
-static uint64_t n_regions, registered_bytes;
+static void region_free_node(cr_region_node *n);
+static cr_region_list regions = CR_REGION_LIST(region_free_node);
 static cr_shm_limits limits;        /* set once at start, before any request */
 
 void cr_shm_init(const cr_shm_limits *lim) { limits = *lim; }
@@ -97,20 +95,14 @@ static int check_sizes(uint64_t offset, uint64_t byte_size, cr_error *err)
 
 /* ---- the table (mu held) -------------------------------------------------------------------- */
 
-static cr_shm_region *find_locked(const char *name)
-{
-    for (cr_shm_region *r = regions; r; r = r->next)
-        if (strcmp(r->info.name, name) == 0)
-            return r;
-    return NULL;
-}
+static cr_shm_region *find_locked(const char *name) { return (cr_shm_region *)cr_region_find_locked(&regions, name); }
 
 static uint64_t client_bytes_locked(const char *client)
 {
     uint64_t sum = 0;
-    for (const cr_shm_region *r = regions; r; r = r->next)
-        if (strcmp(r->owner.client, client) == 0)
-            sum += r->info.byte_size;
+    for (const cr_region_node *n = regions.head; n; n = n->next)
+        if (strcmp(((const cr_shm_region *)n)->owner.client, client) == 0)
+            sum += n->byte_size;
     return sum;
 }
 
@@ -121,14 +113,14 @@ static int admit_locked(const char *name, uint64_t byte_size, const char *client
     if (find_locked(name))
         return cr_fail(err, 409, "already_exists", "name",
                        "shared memory region '%s' is already registered (unregister it first)", name);
-    if (n_regions >= CR_SHM_MAX_REGIONS)
+    if (regions.n >= CR_SHM_MAX_REGIONS)
         return cr_fail(err, 507, "shm_limit", "name", "%d shared memory regions are registered, the most "
                        "there may be", CR_SHM_MAX_REGIONS);
-    if (!limits.max_bytes || byte_size > limits.max_bytes - registered_bytes)
+    if (!limits.max_bytes || byte_size > limits.max_bytes - regions.bytes)
         return cr_fail(err, 507, "shm_limit", "byte_size",
                        "registering %llu more bytes would pass --shm-max-mb (%llu MiB, %llu bytes "
                        "registered now)", (unsigned long long)byte_size,
-                       (unsigned long long)(limits.max_bytes >> 20), (unsigned long long)registered_bytes);
+                       (unsigned long long)(limits.max_bytes >> 20), (unsigned long long)regions.bytes);
     uint64_t mine = client_bytes_locked(client);
     if (limits.client_max_bytes && byte_size > limits.client_max_bytes - mine)
         return cr_fail(err, 507, "shm_limit", "byte_size",
@@ -143,8 +135,6 @@ static int admit_locked(const char *name, uint64_t byte_size, const char *client
 
 static void region_free(cr_shm_region *r)
 {
-    if (!r)
-        return;
     if (r->pinned && limits.backend && limits.backend->host_unregister)
         limits.backend->host_unregister(r->map);
     if (r->map)
@@ -157,6 +147,8 @@ static void region_free(cr_shm_region *r)
         cr_mem_release(CR_MEM_SHM, r->info.byte_size);
     free(r);
 }
+
+static void region_free_node(cr_region_node *n) { region_free((cr_shm_region *)n); }
 
 /* The object must be a regular file at least offset + byte_size long. */
 static int check_object(cr_shm_region *r, cr_error *err)
@@ -224,6 +216,8 @@ static cr_shm_region *region_new(const char *name, const char *key, uint64_t off
     snprintf(r->info.key, sizeof r->info.key, "%s", key);
     r->info.offset = offset;
     r->info.byte_size = byte_size;
+    r->node.name = r->info.name;
+    r->node.byte_size = byte_size;
     if (owner)
         r->owner = *owner;
     if (r->owner.pid > 0 && (r->pidfd = watch_pid(r->owner.pid)) < 0 && errno == ESRCH) {
@@ -264,79 +258,40 @@ int cr_shm_register(const char *name, const char *key, uint64_t offset, uint64_t
     cr_shm_sweep(cr_now()); /* a dead client's regions make room first */
     /* Checked before mapping (no work for a refusal) and again after, unlocked in between: a
      * mapping and its pinning take long enough to stall every other use of the table. */
-    pthread_mutex_lock(&mu);
+    pthread_mutex_lock(&regions.mu);
     int rc = admit_locked(name, byte_size, owner->client, err);
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&regions.mu);
     if (rc)
         return -1;
     cr_shm_region *r = region_new(name, key, offset, byte_size, owner, err);
     if (!r)
         return -1;
-    pthread_mutex_lock(&mu);
+    pthread_mutex_lock(&regions.mu);
     if ((rc = admit_locked(name, byte_size, owner->client, err)) == 0) {
-        cr_shm_region **tail = &regions; /* status lists them in the order they came */
-        while (*tail)
-            tail = &(*tail)->next;
-        *tail = r;
-        n_regions++;
-        registered_bytes += byte_size;
-        r->last_used = cr_now();
+        r->node.last_used = cr_now();
+        cr_region_append_locked(&regions, &r->node);
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&regions.mu);
     if (rc)
         region_free(r);
     return rc;
 }
 
-static void unlink_locked(cr_shm_region *r)
-{
-    for (cr_shm_region **pp = &regions; *pp; pp = &(*pp)->next)
-        if (*pp == r) {
-            *pp = r->next;
-            n_regions--;
-            registered_bytes -= r->info.byte_size;
-            return;
-        }
-}
-
+/* Unpinning and unmapping happen outside the table's lock (region_list.c). */
 int cr_shm_unregister(const char *name, cr_error *err)
 {
-    pthread_mutex_lock(&mu);
-    cr_shm_region *r = find_locked(name);
-    int holds = r ? r->holds : 0;
-    if (r && !holds)
-        unlink_locked(r);
-    pthread_mutex_unlock(&mu);
+    int holds = cr_region_unregister(&regions, name);
     if (holds)
         return cr_fail(err, 409, "in_use", "name",
                        "shared memory region '%s' is in use by %d request%s; unregister it once they "
                        "finish", name, holds, holds == 1 ? "" : "s");
-    region_free(r); /* outside the lock: unpinning and unmapping take a while */
     return 0;
 }
 
 int cr_shm_unregister_all(cr_error *err)
 {
-    cr_shm_region *gone = NULL, *next;
-    char kept[160] = "";
-    int n_kept = 0;
-    pthread_mutex_lock(&mu);
-    for (cr_shm_region *r = regions; r; r = next) {
-        next = r->next;
-        if (r->holds) {
-            size_t at = strlen(kept);
-            snprintf(kept + at, sizeof kept - at, "%s'%s'", n_kept++ ? ", " : "", r->info.name);
-            continue;
-        }
-        unlink_locked(r);
-        r->next = gone;
-        gone = r;
-    }
-    pthread_mutex_unlock(&mu);
-    for (cr_shm_region *r = gone; r; r = next) {
-        next = r->next;
-        region_free(r);
-    }
+    char kept[160];
+    int n_kept = cr_region_unregister_all(&regions, kept, sizeof kept);
     if (n_kept)
         return cr_fail(err, 409, "in_use", "name",
                        "%d shared memory region%s in use by running requests stayed registered: %s",
@@ -344,51 +299,23 @@ int cr_shm_unregister_all(cr_error *err)
     return 0;
 }
 
-void cr_shm_shutdown(void)
-{
-    pthread_mutex_lock(&mu);
-    cr_shm_region *all = regions;
-    regions = NULL;
-    n_regions = registered_bytes = 0;
-    pthread_mutex_unlock(&mu);
-    for (cr_shm_region *r = all, *next; r; r = next) {
-        next = r->next;
-        region_free(r);
-    }
-}
+void cr_shm_shutdown(void) { cr_region_clear(&regions); }
+
+static void copy_info(const cr_region_node *n, void *dst) { *(cr_shm_info *)dst = ((const cr_shm_region *)n)->info; }
 
 int cr_shm_status(const char *name, cr_shm_info **out, size_t *n, cr_error *err)
 {
-    *out = NULL;
-    *n = 0;
     cr_shm_sweep(cr_now());
-    pthread_mutex_lock(&mu);
-    cr_shm_region *one = name ? find_locked(name) : NULL;
-    size_t count = name ? (one != NULL) : (size_t)n_regions;
-    cr_shm_info *list = count ? malloc(count * sizeof *list) : NULL;
-    if (list) {
-        size_t i = 0;
-        for (cr_shm_region *r = one ? one : regions; r && i < count; r = r->next)
-            list[i++] = r->info;
-    }
-    pthread_mutex_unlock(&mu);
-    if (name && !one)
+    int rc = cr_region_snapshot(&regions, name, sizeof **out, copy_info, (void **)out, n);
+    if (rc == -1)
         return cr_fail(err, 404, "not_found", "name", "no system shared memory region '%s' is registered",
                        name);
-    if (count && !list)
+    if (rc == -2)
         return cr_fail(err, 503, "host_memory", "", "out of memory");
-    *out = list;
-    *n = count;
     return 0;
 }
 
-bool cr_shm_registered(const char *name)
-{
-    pthread_mutex_lock(&mu);
-    bool found = find_locked(name) != NULL;
-    pthread_mutex_unlock(&mu);
-    return found;
-}
+bool cr_shm_registered(const char *name) { return cr_region_registered(&regions, name); }
 
 /* ---- holds ---------------------------------------------------------------------------------- */
 
@@ -419,29 +346,23 @@ static int check_hold_locked(cr_shm_region *r, uint64_t offset, uint64_t bytes, 
 cr_shm_region *cr_shm_acquire(const char *name, uint64_t offset, uint64_t bytes, size_t align,
                               const char *what, void **p, cr_error *err)
 {
-    pthread_mutex_lock(&mu);
+    pthread_mutex_lock(&regions.mu);
     cr_shm_region *r = find_locked(name);
     int rc = r ? check_hold_locked(r, offset, bytes, align, what, err)
                : cr_fail(err, 400, "invalid_field", what,
                          "%s: no system shared memory region '%s' is registered", what, name);
     if (rc == 0) {
-        r->holds++;
+        r->node.holds++;
         *p = r->base + offset;
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&regions.mu);
     return rc ? NULL : r;
 }
 
 void cr_shm_release(void *region)
 {
-    cr_shm_region *r = region;
-    if (!r)
-        return;
-    double now = cr_now();
-    pthread_mutex_lock(&mu);
-    r->holds--;
-    r->last_used = now; /* idle from the end of its last use, however long that use ran */
-    pthread_mutex_unlock(&mu);
+    if (region)
+        cr_region_release(&regions, &((cr_shm_region *)region)->node, cr_now());
 }
 
 bool cr_shm_overlap(const cr_shm_region *a, const void *p, size_t n, const cr_shm_region *b,
@@ -464,49 +385,29 @@ static bool owner_exited(const cr_shm_region *r)
 
 /* Why a region nobody holds should go, or NULL: its object unlinked (the client cleaned up, or
  * its resource tracker did as it died), its registering process gone, or unused too long. */
-static const char *stale_locked(const cr_shm_region *r, double now, char *why, size_t n)
+static const char *stale_why(const cr_shm_region *r, double now, char *why, size_t n)
 {
     struct stat st;
-    if (r->holds)
-        return NULL;
     if (fstat(r->fd, &st) == 0 && st.st_nlink == 0)
         return snprintf(why, n, "its object %s was unlinked", r->info.key), why;
     if (owner_exited(r))
         return snprintf(why, n, "process %d that registered it exited", r->owner.pid), why;
-    if (limits.idle_s > 0 && now - r->last_used > limits.idle_s)
-        return snprintf(why, n, "unused for %.0f s (--shm-idle-s)", now - r->last_used), why;
+    if (limits.idle_s > 0 && now - r->node.last_used > limits.idle_s)
+        return snprintf(why, n, "unused for %.0f s (--shm-idle-s)", now - r->node.last_used), why;
     return NULL;
 }
 
-int cr_shm_sweep(double now)
+static bool stale(cr_region_node *n, double now)
 {
-    cr_shm_region *gone = NULL, *next;
+    const cr_shm_region *r = (const cr_shm_region *)n;
     char why[CR_SHM_KEY_MAX + 64];
-    int count = 0;
-    pthread_mutex_lock(&mu);
-    for (cr_shm_region *r = regions; r; r = next) {
-        next = r->next;
-        if (!stale_locked(r, now, why, sizeof why))
-            continue;
-        cr_log("info", "shared memory region '%s' of %s unregistered: %s", r->info.name,
-               r->owner.client[0] ? r->owner.client : "an anonymous client", why);
-        unlink_locked(r);
-        r->next = gone;
-        gone = r;
-        count++;
-    }
-    pthread_mutex_unlock(&mu);
-    for (cr_shm_region *r = gone; r; r = next) { /* unpinning and unmapping outside the lock */
-        next = r->next;
-        region_free(r);
-    }
-    return count;
+    if (!stale_why(r, now, why, sizeof why))
+        return false;
+    cr_log("info", "shared memory region '%s' of %s unregistered: %s", r->info.name,
+           r->owner.client[0] ? r->owner.client : "an anonymous client", why);
+    return true;
 }
 
-void cr_shm_usage(uint64_t *n, uint64_t *bytes)
-{
-    pthread_mutex_lock(&mu);
-    *n = n_regions;
-    *bytes = registered_bytes;
-    pthread_mutex_unlock(&mu);
-}
+int cr_shm_sweep(double now) { return cr_region_sweep(&regions, stale, now); }
+
+void cr_shm_usage(uint64_t *n, uint64_t *bytes) { cr_region_usage(&regions, n, bytes); }
