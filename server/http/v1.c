@@ -180,6 +180,7 @@ enum MHD_Result cr_route_kernels(cr_conn *c)
         cJSON_AddStringToObject(o, "precision", k[i].precision == CR_PREC_TF32 ? "tf32" : "fp32");
         cJSON_AddBoolToObject(o, "reference", k[i].reference);
         cJSON_AddBoolToObject(o, "batchable", k[i].batchable);
+        cJSON_AddBoolToObject(o, "named_only", k[i].named_only);
         cJSON_AddStringToObject(o, "summary", k[i].summary ? k[i].summary : "");
         cJSON_AddItemToArray(list, o);
     }

@@ -73,6 +73,7 @@ def test_kernels(daemon, kernels):
         names.add((k["op"], k["name"]))
         assert k["precision"] in ("fp32", "tf32"), k
         assert isinstance(k["reference"], bool), k
+        assert isinstance(k["named_only"], bool) and not (k["named_only"] and k["reference"]), k
         assert isinstance(k["summary"], str) and k["summary"], k
         assert isinstance(k["dtypes"], list) and k["dtypes"], k
     for op in ("gemm", "ata"):
@@ -86,6 +87,9 @@ def test_kernels(daemon, kernels):
         refs = [k for k in kernels[op] if k["reference"]]
         assert len(refs) == 1, f"{op}: exactly one reference kernel, got {refs}"
     assert any({"uint8", "float32", "float64"} <= set(k["dtypes"]) for k in kernels["histogram"])
+    named_only = {(k["op"], k["name"]) for k in body["kernels"] if k["named_only"]}
+    assert not any((row["op"], row["kernel"]) in named_only for row in body["auto"]), body["auto"]
+    assert named_only == (set() if BACKEND == "cpu" else {("gemm", "tc-3xtf32")}), named_only
     if BACKEND == "cpu":
         for op, names in (("gemm", {"openblas", "reference"}), ("ata", {"openblas", "reference"}),
                           ("histogram", {"reference"})):
