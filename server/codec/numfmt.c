@@ -579,13 +579,11 @@ size_t cr_fmt_f64(char *out, double v)
     return n ? n : fmt_f64_slow(out, v);
 }
 
-/* A float16/bfloat16 value: the fewest significant digits (at most 5, which every float16 needs
- * at worst) whose decimal rounds back to the same 16 bits, written as cr_fmt_f64 writes that
+/* A float16/bfloat16 value is written with the fewest significant digits (at most 5, which every
+ * float16 needs at worst) whose decimal rounds back to the same 16 bits, as cr_fmt_f64 writes that
  * decimal. So 0.1 sent as float16 comes back as 0.1, as numpy prints it, not as the float32
- * spelling of its exact value (0.099975586). printf's digits are exact; half answers are small
- * enough for its cost. */
-/* The shortest decimal that rounds back to h in its own dtype, as a double: printf and strtod
- * at 1..5 significant digits (~1 us a number). */
+ * spelling of its exact value (0.099975586). half_shortest finds that decimal with printf and
+ * strtod at 1..5 digits (exact, ~1 us a number); cr_fmt_half keeps what it found per pattern. */
 static double half_shortest(double v, uint16_t h, cr_dtype dt)
 {
     char digits[CR_NUMFMT_MAX];
