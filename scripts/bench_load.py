@@ -172,7 +172,8 @@ def wrk(base, row, conns, secs):
     r = json.loads(line[5:])
     s = r["duration_us"] / 1e6
     sock = r["connect"] + r["read"] + r["write"] + r["timeout"]
-    return {"jobs_s": (r["requests"] - r["status_errors"]) / s, "p50_ms": r["p50_us"] / 1e3,
+    return {"jobs_s": (r["requests"] - r["status_errors"]) / s, "mean_ms": r["mean_us"] / 1e3,
+            "p50_ms": r["p50_us"] / 1e3,
             "p90_ms": r["p90_us"] / 1e3, "p99_ms": r["p99_us"] / 1e3, "max_ms": r["max_us"] / 1e3,
             "non2xx": r["status_errors"], "socket_errors": sock, "requests": r["requests"],
             "codes": " ".join(f"{k}:{v}" for k, v in sorted(r["codes"].items()))}

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Where a load run's time goes: for each daemon configuration and row, jobs/s and p99 (wrk, as
 make bench-load) beside what the daemon's own metrics say over the run: CPU cores it used (and per thread
-name: HTTP, engine workers, the rest; and the load generator's, "wrk"), mean batch size, mean queue wait, device busy fraction.
+name: HTTP, engine workers, the rest; and the load generator's, "wrk"), mean batch size, mean queue wait,
+the device phases, the daemon's mean time per request (req_us: first byte in to last byte handed to
+the socket) beside the client's mean round trip (rtt_us), device busy fraction.
 
   scripts/load_probe.py BUILD_DIR 'ARGS ; ARGS ; ...' [ENV=V,...]
 
@@ -71,7 +73,7 @@ def main():
     conns = bl.env_list("BENCH_LOAD_CONNS", [64], int)
     secs = int(os.environ.get("BENCH_LOAD_SECONDS", "4"))
     print(f"{'config':<40} {'row':<12} {'conns':>5} {'jobs/s':>8} {'p99ms':>6} {'cores':>6} "
-          f"{'batch':>6} {'queue_us':>8} {'h2d+k+d2h':>9} {'busy':>5} per device")
+          f"{'batch':>6} {'queue_us':>8} {'h2d+k+d2h':>9} {'req_us':>6} {'rtt_us':>6} {'busy':>5} per device")
     with tempfile.TemporaryDirectory(prefix="probe-") as t:
         tmp = pathlib.Path(t)
         specs = [bl.make_row(name, tmp) for name in rows]
@@ -99,6 +101,12 @@ def main():
                         q = delta(a, b, f'crunchd_job_duration_seconds_sum{{op="{op}",phase="queue"}}') / jobs
                         dev = sum(delta(a, b, f'crunchd_job_duration_seconds_sum{{op="{op}",phase="{p}"}}')
                                   for p in ("h2d", "kernel", "d2h")) / jobs
+                        # the daemon's own time per request (first byte in to last byte handed to the
+                        # socket) against the client's mean round trip: the difference is the
+                        # wake-ups, the loopback and the load generator
+                        route = f'route="{op}",code="200"'
+                        reqs = delta(a, b, f"crunchd_request_duration_seconds_count{{{route}}}") or 1
+                        req = delta(a, b, f"crunchd_request_duration_seconds_sum{{{route}}}") / reqs
                         bs = delta(a, b, "crunchd_batch_size_count")
                         batch = delta(a, b, "crunchd_batch_size_sum") / bs if bs else 1.0
                         busy = delta(a, b, "crunchd_device_busy_seconds_total") / secs
@@ -109,7 +117,7 @@ def main():
                                            if tb[k] - ta.get(k, 0.0) > 0.005 * secs)
                         label = (" ".join(f"{k}={v}" for k, v in env.items()) + " " + cfg).strip() or "defaults"
                         print(f"{label[:40]:<40} {spec['name']:<12} {c:>5} {r['jobs_s']:>8.0f} {r['p99_ms']:>6.2f} "
-                              f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {busy:>5.2f} {per_dev}  cores: {threads}",
+                              f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {req * 1e6:>6.0f} {r['mean_ms'] * 1e3:>6.0f} {busy:>5.2f} {per_dev}  cores: {threads}",
                               flush=True)
             finally:
                 d.stop()
