@@ -162,6 +162,17 @@ static void put(text *t, const char *fmt, ...)
     }
 }
 
+/* One family of a single sample: its HELP and TYPE lines, then the sample. */
+static void put_count(text *t, const char *name, const char *type, const char *help, uint64_t v)
+{
+    put(t, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, (unsigned long long)v);
+}
+
+static void put_real(text *t, const char *name, const char *type, const char *help, double v)
+{
+    put(t, "# HELP %s %s\n# TYPE %s %s\n%s %.2f\n", name, help, name, type, name, v);
+}
+
 /* Label values here are our own names and device names; escape the three characters the
  * exposition format reserves anyway. */
 static void put_label_value(text *t, const char *v)
@@ -282,36 +293,36 @@ static void render_devices(text *t, const cr_metrics_gauges *g)
  * limit, and how often a request was refused for it. */
 static void render_memory(text *t, const cr_metrics_gauges *g)
 {
-    put(t, "# HELP crunchd_memory_budget_bytes The memory budget, --max-memory-mb.\n"
-           "# TYPE crunchd_memory_budget_bytes gauge\ncrunchd_memory_budget_bytes %llu\n",
-        (unsigned long long)cr_mem_limit());
+    put_count(t, "crunchd_memory_budget_bytes", "gauge",
+              "The memory budget, --max-memory-mb.",
+              cr_mem_limit());
     put(t, "# HELP crunchd_memory_charged_bytes Memory charged to the budget, by kind (shm: registered "
            "shared memory regions; backend: cached pinned memory held outside any request).\n# TYPE crunchd_memory_charged_bytes gauge\n");
     for (int k = 0; k < CR_MEM_KINDS; k++)
         put(t, "crunchd_memory_charged_bytes{kind=\"%s\"} %llu\n", cr_mem_kind_name((cr_mem_kind)k),
             (unsigned long long)cr_mem_charged((cr_mem_kind)k));
     put(t, "crunchd_memory_charged_bytes{kind=\"backend\"} %llu\n", (unsigned long long)cr_mem_held());
-    put(t, "# HELP crunchd_memory_refusals_total Requests and jobs refused (503/413) by the memory budget.\n"
-           "# TYPE crunchd_memory_refusals_total counter\ncrunchd_memory_refusals_total %llu\n",
-        (unsigned long long)cr_mem_refusals());
-    put(t, "# HELP crunchd_results_kept_bytes Bytes of finished async jobs kept for their owners "
-           "(at most --result-cap-mb; oldest finished evicted first).\n"
-           "# TYPE crunchd_results_kept_bytes gauge\ncrunchd_results_kept_bytes %llu\n",
-        (unsigned long long)g->results_kept_bytes);
-    put(t, "# HELP crunchd_shm_regions System shared memory regions registered by clients.\n"
-           "# TYPE crunchd_shm_regions gauge\ncrunchd_shm_regions %llu\n",
-        (unsigned long long)g->shm_regions);
-    put(t, "# HELP crunchd_shm_registered_bytes Bytes of the registered shared memory regions (at most "
-           "--shm-max-mb; charged to the budget as kind shm).\n"
-           "# TYPE crunchd_shm_registered_bytes gauge\ncrunchd_shm_registered_bytes %llu\n",
-        (unsigned long long)g->shm_registered_bytes);
-    put(t, "# HELP crunchd_cuda_shm_regions CUDA shared memory regions (clients' device memory) registered.\n"
-           "# TYPE crunchd_cuda_shm_regions gauge\ncrunchd_cuda_shm_regions %llu\n",
-        (unsigned long long)g->cuda_shm_regions);
-    put(t, "# HELP crunchd_cuda_shm_registered_bytes Bytes of the registered CUDA shared memory regions: "
-           "the clients' device memory, which kernels read and write in place.\n"
-           "# TYPE crunchd_cuda_shm_registered_bytes gauge\ncrunchd_cuda_shm_registered_bytes %llu\n",
-        (unsigned long long)g->cuda_shm_registered_bytes);
+    put_count(t, "crunchd_memory_refusals_total", "counter",
+              "Requests and jobs refused (503/413) by the memory budget.",
+              cr_mem_refusals());
+    put_count(t, "crunchd_results_kept_bytes", "gauge",
+              "Bytes of finished async jobs kept for their owners (at most --result-cap-mb; oldest "
+              "finished evicted first).",
+              g->results_kept_bytes);
+    put_count(t, "crunchd_shm_regions", "gauge",
+              "System shared memory regions registered by clients.",
+              g->shm_regions);
+    put_count(t, "crunchd_shm_registered_bytes", "gauge",
+              "Bytes of the registered shared memory regions (at most --shm-max-mb; charged to the budget "
+              "as kind shm).",
+              g->shm_registered_bytes);
+    put_count(t, "crunchd_cuda_shm_regions", "gauge",
+              "CUDA shared memory regions (clients' device memory) registered.",
+              g->cuda_shm_regions);
+    put_count(t, "crunchd_cuda_shm_registered_bytes", "gauge",
+              "Bytes of the registered CUDA shared memory regions: the clients' device memory, which "
+              "kernels read and write in place.",
+              g->cuda_shm_registered_bytes);
 }
 
 static void render_process(text *t)
@@ -319,36 +330,41 @@ static void render_process(text *t)
     cr_process_stats p;
     if (cr_process_read(&p) < 0)
         return;
-    put(t, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
-           "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.2f\n", p.cpu_seconds);
-    put(t, "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
-           "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %llu\n",
-        (unsigned long long)p.resident_bytes);
-    put(t, "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
-           "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %llu\n",
-        (unsigned long long)p.virtual_bytes);
-    put(t, "# HELP process_open_fds Number of open file descriptors.\n"
-           "# TYPE process_open_fds gauge\nprocess_open_fds %llu\n", (unsigned long long)p.open_fds);
-    put(t, "# HELP process_max_fds Maximum number of open file descriptors.\n"
-           "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n", (unsigned long long)p.max_fds);
-    put(t, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
-           "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n",
-        p.start_time_seconds);
+    put_real(t, "process_cpu_seconds_total", "counter",
+              "Total user and system CPU time spent in seconds.",
+              p.cpu_seconds);
+    put_count(t, "process_resident_memory_bytes", "gauge",
+              "Resident memory size in bytes.",
+              p.resident_bytes);
+    put_count(t, "process_virtual_memory_bytes", "gauge",
+              "Virtual memory size in bytes.",
+              p.virtual_bytes);
+    put_count(t, "process_open_fds", "gauge",
+              "Number of open file descriptors.",
+              p.open_fds);
+    put_count(t, "process_max_fds", "gauge",
+              "Maximum number of open file descriptors.",
+              p.max_fds);
+    put_real(t, "process_start_time_seconds", "gauge",
+              "Start time of the process since unix epoch in seconds.",
+              p.start_time_seconds);
 }
 
 static void render_gauges(text *t, const cr_metrics_gauges *g)
 {
-    put(t, "# HELP crunchd_received_bytes_total Request body bytes received.\n"
-           "# TYPE crunchd_received_bytes_total counter\ncrunchd_received_bytes_total %llu\n",
-        (unsigned long long)atomic_load(&m.bytes_in));
-    put(t, "# HELP crunchd_slow_connections_closed_total Connections shut down for sending their request "
-           "too slowly (--read-timeout-s, --min-body-rate-kbs).\n"
-           "# TYPE crunchd_slow_connections_closed_total counter\ncrunchd_slow_connections_closed_total %llu\n",
-        (unsigned long long)atomic_load(&m.slow_closed));
-    put(t, "# HELP crunchd_jobs_in_queue Jobs waiting for a worker.\n"
-           "# TYPE crunchd_jobs_in_queue gauge\ncrunchd_jobs_in_queue %d\n", g->queued);
-    put(t, "# HELP crunchd_jobs_running Jobs on a worker now.\n"
-           "# TYPE crunchd_jobs_running gauge\ncrunchd_jobs_running %d\n", g->running);
+    put_count(t, "crunchd_received_bytes_total", "counter",
+              "Request body bytes received.",
+              atomic_load(&m.bytes_in));
+    put_count(t, "crunchd_slow_connections_closed_total", "counter",
+              "Connections shut down for sending their request too slowly (--read-timeout-s, "
+              "--min-body-rate-kbs).",
+              atomic_load(&m.slow_closed));
+    put_count(t, "crunchd_jobs_in_queue", "gauge",
+              "Jobs waiting for a worker.",
+              g->queued);
+    put_count(t, "crunchd_jobs_running", "gauge",
+              "Jobs on a worker now.",
+              g->running);
     put(t, "# HELP crunchd_device_memory_used_bytes Device memory in use.\n"
            "# TYPE crunchd_device_memory_used_bytes gauge\n");
     for (int d = 0; d < g->n_devices; d++) {
