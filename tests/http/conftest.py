@@ -11,6 +11,7 @@ port file and then GET /readyz (bounded, never a fixed sleep), writes its stderr
 its own, and on teardown gets SIGTERM and must exit 0 with no sanitizer report in its log.
 """
 
+import contextlib
 import http.client
 import json
 import math
@@ -410,6 +411,20 @@ def tolerance(dtype, k, precision="fp32"):
     if dtype == "float64":
         return 1e-12 * math.sqrt(k) + 1e-14
     return 1e-5 * math.sqrt(k) + 1e-6
+
+
+@contextlib.contextmanager
+def triton_client(daemon):
+    """NVIDIA's tritonclient.http client on the daemon's port (the tests' timeouts), closed after;
+    skips the test where the package is missing."""
+    import pytest
+    tc = pytest.importorskip("tritonclient.http")
+    c = tc.InferenceServerClient(f"127.0.0.1:{daemon.port}", network_timeout=HTTP_TIMEOUT_S,
+                                 connection_timeout=HTTP_TIMEOUT_S)
+    try:
+        yield c
+    finally:
+        c.close()
 
 
 def assert_close(got, ref, k, dtype, precision="fp32", what=""):

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import BACKEND, DELAY_HEADER, HTTP_TIMEOUT_S, assert_close, gemm_ref, parse_server_timing, rng
+from conftest import (BACKEND, DELAY_HEADER, HTTP_TIMEOUT_S, assert_close, gemm_ref, parse_server_timing,
+                      rng, triton_client)
 
 tc = pytest.importorskip("tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
@@ -195,10 +196,8 @@ def dev():
 
 @pytest.fixture(scope="module")
 def client(daemon):
-    c = tc.InferenceServerClient(f"127.0.0.1:{daemon.port}", network_timeout=HTTP_TIMEOUT_S,
-                                 connection_timeout=HTTP_TIMEOUT_S)
-    yield c
-    c.close()
+    with triton_client(daemon) as c:
+        yield c
 
 
 def register(client, name, b64, size, device=0):
@@ -358,14 +357,12 @@ def test_a_held_region_cannot_vanish(daemon, client, dev):
     done = {}
 
     def run():
-        c = tc.InferenceServerClient(f"127.0.0.1:{daemon.port}", network_timeout=HTTP_TIMEOUT_S)
         try:
-            done["res"] = c.infer("ata", [in_shm("a", a.shape, "FP32", "chold")],
-                                  headers={DELAY_HEADER: "1500"})
+            with triton_client(daemon) as c:
+                done["res"] = c.infer("ata", [in_shm("a", a.shape, "FP32", "chold")],
+                                      headers={DELAY_HEADER: "1500"})
         except Exception as e:  # reported by the main thread
             done["err"] = e
-        finally:
-            c.close()
 
     busy = lambda: metric(daemon, "crunchd_jobs_running") + metric(daemon, "crunchd_jobs_in_queue")  # noqa: E731
     before = busy()
@@ -387,12 +384,11 @@ def test_a_held_region_cannot_vanish(daemon, client, dev):
 @needs_cuda
 def test_idle_regions_are_unregistered(start_daemon, dev):
     d = start_daemon("--shm-idle-s", "1")
-    c = tc.InferenceServerClient(f"127.0.0.1:{d.port}", network_timeout=HTTP_TIMEOUT_S)
-    register(c, "cidle", dev.create("cidle", 4096), 4096)
-    assert [x["name"] for x in c.get_cuda_shared_memory_status()] == ["cidle"]
-    deadline = time.monotonic() + 15
-    while c.get_cuda_shared_memory_status():  # the daemon's own timer, nobody else asks
-        assert time.monotonic() < deadline, "the idle region stayed registered"
-        time.sleep(0.1)
+    with triton_client(d) as c:
+        register(c, "cidle", dev.create("cidle", 4096), 4096)
+        assert [x["name"] for x in c.get_cuda_shared_memory_status()] == ["cidle"]
+        deadline = time.monotonic() + 15
+        while c.get_cuda_shared_memory_status():  # the daemon's own timer, nobody else asks
+            assert time.monotonic() < deadline, "the idle region stayed registered"
+            time.sleep(0.1)
     assert "CUDA shared memory region 'cidle' unregistered: unused" in d.log_text()
-    c.close()

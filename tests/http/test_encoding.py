@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import HTTP_TIMEOUT_S, assert_error, gemm_ref, rand_matrix, rng
+from conftest import assert_error, gemm_ref, rand_matrix, rng, triton_client
 
 tc = pytest.importorskip("tritonclient.http")
 
@@ -138,8 +138,7 @@ def test_kserve_json_body(daemon):
 def test_tritonclient_compression(daemon, req_alg, resp_alg, binary):
     """tritonclient.http compresses the whole body (JSON header and binary tensors): the
     Inference-Header-Content-Length it sends counts the decoded header."""
-    c = tc.InferenceServerClient(f"127.0.0.1:{daemon.port}", network_timeout=HTTP_TIMEOUT_S)
-    try:
+    with triton_client(daemon) as c:
         r = rng(5)
         a, b = rand_matrix(r, 64, 32), rand_matrix(r, 32, 16)
         ins = []
@@ -150,8 +149,6 @@ def test_tritonclient_compression(daemon, req_alg, resp_alg, binary):
         res = c.infer("gemm", ins, outputs=[tc.InferRequestedOutput("c", binary_data=binary)],
                       request_compression_algorithm=req_alg, response_compression_algorithm=resp_alg)
         np.testing.assert_allclose(res.as_numpy("c"), gemm_ref(a, b), rtol=1e-4, atol=1e-4)
-    finally:
-        c.close()
 
 
 def test_kserve_binary_answer_not_compressed(daemon):

@@ -8,7 +8,8 @@ import io
 import numpy as np
 import pytest
 
-from conftest import BACKEND, assert_error, check_job_body, gemm_ref, kernels_for, mat_json, rng
+from conftest import (BACKEND, assert_error, check_job_body, gemm_ref, kernels_for, mat_json, rng,
+                      triton_client)
 
 ACCEPT_NPY = {"Accept": "application/x-npy"}
 ULP = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
@@ -200,8 +201,7 @@ def ks_gemm(tc, client, a, b, datatype, binary):
 
 def test_kserve_fp16_and_bf16(daemon):
     tc = pytest.importorskip("tritonclient.http")
-    c = tc.InferenceServerClient(f"127.0.0.1:{daemon.port}")
-    try:
+    with triton_client(daemon) as c:
         r = rng(12)
         a = r.uniform(-1, 1, (9, 14)).astype(np.float16)
         b = r.uniform(-1, 1, (14, 6)).astype(np.float16)
@@ -221,5 +221,3 @@ def test_kserve_fp16_and_bf16(daemon):
         got = bf16_values(np.asarray(res.as_numpy("c")).view(np.uint16))
         assert got.shape == (9, 6)
         assert_half_close(got, gemm_ref(bf16_values(ba), bf16_values(bb)), "bfloat16", 14)
-    finally:
-        c.close()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import DELAY_HEADER, HTTP_TIMEOUT_S, assert_close, gemm_ref, rng
+from conftest import DELAY_HEADER, HTTP_TIMEOUT_S, assert_close, gemm_ref, rng, triton_client
 
 tc = pytest.importorskip("tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
@@ -22,10 +22,8 @@ NP_TO_KS = {np.float32: "FP32", np.float64: "FP64", np.uint8: "UINT8"}
 
 @pytest.fixture(scope="module")
 def client(daemon):
-    c = tc.InferenceServerClient(f"127.0.0.1:{daemon.port}", network_timeout=HTTP_TIMEOUT_S,
-                                 connection_timeout=HTTP_TIMEOUT_S)
-    yield c
-    c.close()
+    with triton_client(daemon) as c:
+        yield c
 
 
 def tensor(name, arr, binary):
@@ -352,13 +350,10 @@ def test_binary_body_limit_is_max_body_mb(start_daemon):
     d = start_daemon("--max-json-mb", "1", "--max-body-mb", "16")
     a = np.ones((512, 1024), np.float32)            # 2 MiB
     b = np.ones((1024, 1), np.float32)
-    c = tc.InferenceServerClient(f"127.0.0.1:{d.port}", network_timeout=HTTP_TIMEOUT_S)
-    try:
+    with triton_client(d) as c:
         res = c.infer("gemm", [tensor("a", a, True), tensor("b", b, True)])
         np.testing.assert_array_equal(res.as_numpy("c"), a @ b)
         assert "max-json-mb" in infer_error(c, "gemm", [tensor("a", a, False), tensor("b", b, False)], 413)
-    finally:
-        c.close()
     big = b"\0" * (17 << 20)
     r = requests.post(d.url("/v2/models/ata/infer"), data=big, headers={HEADER: "2"},
                       timeout=HTTP_TIMEOUT_S)
