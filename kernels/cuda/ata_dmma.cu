@@ -18,14 +18,20 @@
  * long as A and B agree (it only reorders the sum), so the k mapping needs no exact match.
  * Banks: rows of BM+4 (k-major) or BK+4 (i-major) doubles, ≡ 4 mod 16: the 32 lanes of a
  * fragment load (4 k × 8 rows, or 8 rows × 4 k) fall 2 per 8-byte bank, the minimum for 256
- * bytes, and each half warp on 16 distinct banks.
+ * bytes, and each half warp on 16 distinct banks. (Pairing a lane's rows so that one 16-byte
+ * load fetches two, conflict-free by the same padding, ran 2-5% slower: NOTES-gemm.md.)
  *
- * Per block: a BM×BM tile of C, warps of WM×WN, BK rows of A per stage, STAGES stages of
- * cp.async in flight. Any size: rows/columns outside A are zero-filled by cp.async (src-size
- * 0), stores are bounds-checked; 16-byte copies need an even row length and a 16-byte aligned
- * A, otherwise 8-byte copies. Tiles are visited in groups of DM_GROUP tile rows, column by
- * column, so that the blocks in flight share few slices of A (L2 reuse). The tile edge (64 or
- * 128) is chosen per size by the waves each would take on this device (cr_cuda_ata_dmma). */
+ * Per block: TILES (1 or 2) BM×BM tiles of C, warps of WM×WN, BK rows of A per stage for each
+ * of the (up to 3) slices the tiles read, STAGES stages of cp.async in flight. Any size:
+ * rows/columns outside A are zero-filled by cp.async (src-size 0), stores are bounds-checked;
+ * 16-byte copies need an even row length and a 16-byte aligned A, otherwise 8-byte copies.
+ *
+ * Three configurations, chosen per size by the waves each takes on this device
+ * (cr_cuda_ata_dmma): 128² tiles, one block per SM, for large n; 64² tiles, several blocks per
+ * SM; and pairs of 64² tiles sharing a slice (a 128×64 block with the 128² configuration's
+ * warps, two blocks per SM), which covers the triangle in half-size steps: at n = 2000 it makes
+ * 264 blocks, exactly one wave of two blocks on each of 132 SMs, where 128² tiles make 136
+ * (two waves, the second nearly empty) and 64² tiles read A from L2 a third more often. */
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/cp_async.cuh"
 
@@ -68,28 +74,57 @@ namespace {
 constexpr int DM_PAD = 4;  /* doubles: row lengths ≡ 4 mod 16, see the banks above */
 constexpr int DM_GROUP = 8; /* tile rows per group of the schedule */
 
-template <int BM_, int WM_, int WN_, int AM_, int AK_, int BK_, int STAGES_, int MINB_> struct dm_cfg {
+template <int BM_, int WM_, int WN_, int AM_, int AK_, int BK_, int STAGES_, int MINB_, int TILES_>
+struct dm_cfg {
     static constexpr int BM = BM_, WM = WM_, WN = WN_, AM = AM_, AK = AK_, BK = BK_, STAGES = STAGES_, MINB = MINB_;
-    static constexpr int WARPS_N = BM / WN, THREADS = 32 * (BM / WM) * WARPS_N;
+    static constexpr int TILES = TILES_;                      /* tiles of C per block */
+    static constexpr int NSL = TILES == 1 ? 2 : 3;            /* slices of A a stage holds at most */
+    static constexpr int WARPS_N = BM / WN, WARPS_T = (BM / WM) * WARPS_N; /* warps per tile */
+    static constexpr int THREADS = 32 * WARPS_T * TILES;
     static constexpr int MI = WM / AM, NI = WN / 8;           /* atoms per warp tile */
     static constexpr int A_REGS = AM * AK / 32, B_REGS = AK / 4, C_REGS = AM / 4;
     static constexpr int LD_K = BM + DM_PAD;                  /* k-major slice: [BK][LD_K] */
     static constexpr int LD_I = BK + DM_PAD;                  /* i-major slice: [BM][LD_I] */
-    static constexpr int SLICE = BK * LD_K > BM * LD_I ? BK * LD_K : BM * LD_I;
-    static constexpr size_t SMEM = (size_t)STAGES * 2 * SLICE * sizeof(double);
+    /* a slice's doubles in a stage: one tile per block sizes it for the larger layout whichever
+     * the launch's (as measured: the 64² tiles fit 3 blocks per SM so; sized per layout, k-major
+     * ones fit 4 and ran 0-3% slower); the pairs size it per layout (the i-major stages of BK 32
+     * are 6% larger: two blocks still fit). */
+    __host__ __device__ static constexpr int slice(bool trans)
+    {
+        return TILES == 1 && BK * LD_K < BM * LD_I ? BM * LD_I
+               : TILES == 1                        ? BK * LD_K
+               : trans                             ? BM * LD_I
+                                                   : BK * LD_K;
+    }
+    __host__ __device__ static constexpr size_t smem(bool trans)
+    {
+        return (size_t)STAGES * NSL * slice(trans) * sizeof(double);
+    }
     static_assert(BM % WM == 0 && BM % WN == 0 && WM % AM == 0 && WN % 8 == 0 && BK % AK == 0, "tiling");
+    static_assert(TILES == 1 || TILES == 2, "one tile, or a pair sharing a slice");
 };
 
-/* The configurations shipped (H200 sweep, bench/NOTES-gemm.md): 128² tiles, m16n8k4, BK 32, 3
- * stages, one block per SM; and 64² tiles, m16n8k8, BK 16, 3 stages, 4 blocks per SM, for the
- * sizes where 128² tiles leave SMs idle (n = 2000: 136 tiles on 132 SMs). m8n8k4 reaches only
+/* The configurations shipped (bench/NOTES-gemm.md has the sweeps): 128² tiles, m16n8k4, BK 32,
+ * 3 stages, one block per SM; 64² tiles, m16n8k8, BK 16, 3 stages, 3 blocks per SM (shared
+ * memory; registers are capped for 4); pairs of 64² tiles with 4 warps of 64×32 (the 128²
+ * configuration's warp tile), m16n8k4, BK 32, 2 stages, two blocks per SM (H200, n = 2000:
+ * 6% faster than BK 16 with 4 stages, 7% than 3, 15% than BK 8 with 8). m8n8k4 reaches only
  * about half of these shapes' rate on Hopper. */
-using dm_big = dm_cfg<128, 64, 32, 16, 4, 32, 3, 1>;
-using dm_small = dm_cfg<64, 32, 32, 16, 8, 16, 3, 4>;
+using dm_big = dm_cfg<128, 64, 32, 16, 4, 32, 3, 1, 1>;
+using dm_small = dm_cfg<64, 32, 32, 16, 8, 16, 3, 4, 1>;
+using dm_pair = dm_cfg<64, 64, 32, 16, 4, 32, 2, 2, 2>;
 
-/* Tile number `t` → (bi, bj), bi <= bj: groups of DM_GROUP tile rows, each group column by
- * column (the rows of the group at or above the diagonal), so a wave of blocks spans a few tile
- * rows and many columns rather than a whole row of tiles each. */
+/* What a block computes: the slices of A it loads (first column of each) and, per tile, which
+ * slice gives its rows and which its columns (rows < 0: no tile there). */
+struct dm_work {
+    int64_t col[3];
+    int ns;
+    int rows[2], cols[2];
+};
+
+/* Number `t` of the triangle's nt·(nt+1)/2 tiles → (bi, bj), bi <= bj: groups of DM_GROUP tile
+ * rows, each group column by column (the rows of the group at or above the diagonal), so a
+ * wave of blocks spans a few tile rows and many columns rather than a whole row of tiles each. */
 __device__ __forceinline__ void dm_tile_of(int64_t t, int64_t nt, int64_t *bi, int64_t *bj)
 {
     int64_t s0 = 0, rows = 0;
@@ -109,6 +144,89 @@ __device__ __forceinline__ void dm_tile_of(int64_t t, int64_t nt, int64_t *bi, i
         }
         t -= cnt;
     }
+}
+
+__device__ __forceinline__ int64_t dm_slice_col(const dm_work &w, int s)
+{
+    return s == 0 ? w.col[0] : s == 1 ? w.col[1] : w.col[2];
+}
+
+/* One tile per block: block b is tile b of dm_tile_of. */
+__device__ __forceinline__ dm_work dm_work_tile(int64_t b, int64_t nt, int bm)
+{
+    int64_t bi, bj;
+    dm_tile_of(b, nt, &bi, &bj);
+    dm_work w;
+    w.col[0] = bi * bm;
+    w.col[1] = w.col[2] = bj * bm;
+    w.ns = bi == bj ? 1 : 2; /* a diagonal tile is AᵢᵀAᵢ: one slice serves as both operands */
+    w.rows[0] = 0;
+    w.cols[0] = bi == bj ? 0 : 1;
+    w.rows[1] = w.cols[1] = -1;
+    return w;
+}
+
+/* Blocks of the pair schedule for nt 64-tiles per edge: the triangle's 128² squares (q = ⌈nt/2⌉
+ * per edge) in dm_tile_of's order, two blocks for a square off the diagonal (64-row r with the
+ * 64-columns c, c+1: r's slice read once for both tiles), one for a square on it ((r, r) and
+ * (r, r+1)), then the diagonal squares' last tiles (r+1, r+1) two by two. */
+__host__ __device__ __forceinline__ int64_t dm_pair_blocks(int64_t nt)
+{
+    int64_t q = (nt + 1) / 2, halves = nt / 2;
+    return q * (q + 1) - q + (halves + 1) / 2;
+}
+
+__device__ __forceinline__ dm_work dm_work_pair(int64_t b, int64_t nt)
+{
+    const int64_t q = (nt + 1) / 2, main = q * (q + 1) - q;
+    dm_work w;
+    if (b >= main) { /* two last tiles of diagonal squares: (2x+1, 2x+1) and (2x+3, 2x+3) */
+        int64_t r0 = 4 * (b - main) + 1, r1 = r0 + 2;
+        w.col[0] = r0 * 64;
+        w.col[1] = w.col[2] = r1 * 64;
+        w.ns = r1 < nt ? 2 : 1;
+        w.rows[0] = w.cols[0] = 0;
+        w.rows[1] = w.cols[1] = r1 < nt ? 1 : -1;
+        return w;
+    }
+    int64_t s0 = 0, rows = 0;
+    for (;; s0 += DM_GROUP) { /* the group of squares: each has 2 blocks but its `rows` diagonal ones 1 */
+        rows = q - s0 < DM_GROUP ? q - s0 : DM_GROUP;
+        int64_t blocks = 2 * (rows * q - rows * s0 - rows * (rows - 1) / 2) - rows;
+        if (b < blocks)
+            break;
+        b -= blocks;
+    }
+    int64_t sq_row = 0, sq_col = s0;
+    for (;; sq_col++) { /* column by column; a column's diagonal square, if any, comes last */
+        int64_t cnt = (sq_col < s0 + rows - 1 ? sq_col : s0 + rows - 1) - s0 + 1;
+        int64_t blocks = 2 * cnt - (sq_col < s0 + rows ? 1 : 0);
+        if (b < blocks) {
+            sq_row = s0 + b / 2;
+            break;
+        }
+        b -= blocks;
+    }
+    int64_t c0 = 2 * sq_col; /* the square's first 64-column; c0 + 1 may be past nt */
+    bool second = c0 + 1 < nt;
+    if (sq_row == sq_col) { /* (c0, c0) and (c0, c0+1): two slices */
+        w.col[0] = c0 * 64;
+        w.col[1] = w.col[2] = (c0 + 1) * 64;
+        w.ns = second ? 2 : 1;
+        w.rows[0] = w.cols[0] = 0;
+        w.rows[1] = second ? 0 : -1;
+        w.cols[1] = 1;
+        return w;
+    }
+    w.col[0] = (2 * sq_row + (b & 1)) * 64; /* row r: (r, c0) and (r, c0+1), three slices */
+    w.col[1] = c0 * 64;
+    w.col[2] = (c0 + 1) * 64;
+    w.ns = second ? 3 : 2;
+    w.rows[0] = 0;
+    w.cols[0] = 1;
+    w.rows[1] = second ? 0 : -1;
+    w.cols[1] = 2;
+    return w;
 }
 
 /* Copies the slice of columns [col0, col0+BM) × k [k0, k0+BK) of A into dst, zeros outside A.
@@ -138,10 +256,14 @@ __device__ __forceinline__ void dm_load_slice(double *dst, const double *__restr
     }
 }
 
-/* Element (x, k) of a slice: x a row or column of the tile, k within the stage. */
-template <class C, bool TRANS> __device__ __forceinline__ double dm_at(const double *s, int x, int k)
+template <class C, bool TRANS, bool VEC>
+__device__ __forceinline__ void dm_load_stage(double *stage, const double *__restrict__ a, int64_t m, int64_t n,
+                                              int64_t k0, const dm_work &w)
 {
-    return TRANS ? s[x * C::LD_I + k] : s[k * C::LD_K + x];
+#pragma unroll
+    for (int s = 0; s < C::NSL; s++)
+        if (s < w.ns)
+            dm_load_slice<C, TRANS, VEC>(stage + s * C::slice(TRANS), a, m, n, k0, w.col[s]);
 }
 
 /* The warp's WM×WN part of the stage's BK-deep product, accumulated into acc. */
@@ -156,13 +278,17 @@ __device__ __forceinline__ void dm_stage_mma(const double *sa, const double *sb,
 #pragma unroll
         for (int mi = 0; mi < C::MI; mi++)
 #pragma unroll
-            for (int r = 0; r < C::A_REGS; r++)
-                af[mi][r] = dm_at<C, TRANS>(sa, wm0 + mi * C::AM + g + 8 * (r % RH), ks + t + 4 * (r / RH));
+            for (int r = 0; r < C::A_REGS; r++) {
+                int x = wm0 + mi * C::AM + g + 8 * (r % RH), k = ks + t + 4 * (r / RH);
+                af[mi][r] = TRANS ? sa[x * C::LD_I + k] : sa[k * C::LD_K + x];
+            }
 #pragma unroll
         for (int ni = 0; ni < C::NI; ni++)
 #pragma unroll
-            for (int r = 0; r < C::B_REGS; r++)
-                bf[ni][r] = dm_at<C, TRANS>(sb, wn0 + ni * 8 + g, ks + t + 4 * r);
+            for (int r = 0; r < C::B_REGS; r++) {
+                int x = wn0 + ni * 8 + g, k = ks + t + 4 * r;
+                bf[ni][r] = TRANS ? sb[x * C::LD_I + k] : sb[k * C::LD_K + x];
+            }
 #pragma unroll
         for (int mi = 0; mi < C::MI; mi++)
 #pragma unroll
@@ -171,8 +297,8 @@ __device__ __forceinline__ void dm_stage_mma(const double *sa, const double *sb,
     }
 }
 
-/* Writes the warp's accumulators at (i, j) and, off the diagonal, at (j, i). CVEC: n even and
- * C 16-byte aligned, so the (j, j+1) pair of a row is one 16-byte store. */
+/* Writes the warp's accumulators at (i0.., j0..) and, off the diagonal, at (j0.., i0..). CVEC: n
+ * even and C 16-byte aligned, so the (j, j+1) pair of a row is one 16-byte store. */
 template <class C, bool CVEC>
 __device__ __forceinline__ void dm_store(double *__restrict__ c, int64_t n, const double (&acc)[C::MI][C::NI][C::C_REGS],
                                          int64_t i0, int64_t j0, int g, int t, bool mirror)
@@ -212,13 +338,15 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     ata_dmma_kernel(const double *__restrict__ a, int64_t m, int64_t n, int64_t nt, double *__restrict__ c)
 {
     extern __shared__ __align__(16) double dm_smem[];
-    int64_t bi, bj;
-    dm_tile_of(blockIdx.x, nt, &bi, &bj);
-    int64_t i0 = bi * C::BM, j0 = bj * C::BM;
-    bool diagonal = bi == bj; /* AᵢᵀAᵢ: one slice serves as both operands */
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int g = lane >> 2, t = lane & 3;
-    int wm0 = (warp / C::WARPS_N) * C::WM, wn0 = (warp % C::WARPS_N) * C::WN;
+    constexpr int SLICE = C::slice(TRANS), STAGE = C::NSL * SLICE;
+    const dm_work w = C::TILES == 1 ? dm_work_tile(blockIdx.x, nt, C::BM) : dm_work_pair(blockIdx.x, nt);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane >> 2, t = lane & 3;
+    const int tile = C::TILES == 1 ? 0 : warp / C::WARPS_T, wt = warp % C::WARPS_T; /* its tile, place in it */
+    const int wm0 = (wt / C::WARPS_N) * C::WM, wn0 = (wt % C::WARPS_N) * C::WN;
+    /* the slices of this warp's tile (selects, not indexing: w stays in registers); rs < 0: the
+     * block's second tile is missing */
+    const int rs = tile == 0 ? w.rows[0] : w.rows[1], cs = tile == 0 ? w.cols[0] : w.cols[1];
 
     double acc[C::MI][C::NI][C::C_REGS];
 #pragma unroll
@@ -232,45 +360,58 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     int64_t ktiles = (m + C::BK - 1) / C::BK;
 #pragma unroll
     for (int st = 0; st < C::STAGES - 1; st++) {
-        if (st < ktiles) {
-            double *s = dm_smem + st * 2 * C::SLICE;
-            dm_load_slice<C, TRANS, VEC>(s, a, m, n, st * C::BK, i0);
-            if (!diagonal)
-                dm_load_slice<C, TRANS, VEC>(s + C::SLICE, a, m, n, st * C::BK, j0);
-        }
+        if (st < ktiles)
+            dm_load_stage<C, TRANS, VEC>(dm_smem + st * STAGE, a, m, n, st * C::BK, w);
         cp_async_commit();
     }
     for (int64_t kt = 0; kt < ktiles; kt++) {
         cp_async_wait<C::STAGES - 2>();
         __syncthreads(); /* stage kt is in; every warp is done with stage kt-1, refilled below */
         int64_t next = kt + C::STAGES - 1;
-        if (next < ktiles) {
-            double *s = dm_smem + (int)(next % C::STAGES) * 2 * C::SLICE;
-            dm_load_slice<C, TRANS, VEC>(s, a, m, n, next * C::BK, i0);
-            if (!diagonal)
-                dm_load_slice<C, TRANS, VEC>(s + C::SLICE, a, m, n, next * C::BK, j0);
-        }
+        if (next < ktiles)
+            dm_load_stage<C, TRANS, VEC>(dm_smem + (int)(next % C::STAGES) * STAGE, a, m, n, next * C::BK, w);
         cp_async_commit();
-        const double *sa = dm_smem + (int)(kt % C::STAGES) * 2 * C::SLICE;
-        dm_stage_mma<C, TRANS>(sa, diagonal ? sa : sa + C::SLICE, wm0, wn0, g, t, acc);
+        const double *s = dm_smem + (int)(kt % C::STAGES) * STAGE;
+        if (rs >= 0)
+            dm_stage_mma<C, TRANS>(s + rs * SLICE, s + cs * SLICE, wm0, wn0, g, t, acc);
     }
     cp_async_wait<0>();
-    dm_store<C, CVEC>(c, n, acc, i0 + wm0, j0 + wn0, g, t, !diagonal);
+    if (rs >= 0) {
+        int64_t i0 = dm_slice_col(w, rs), j0 = dm_slice_col(w, cs);
+        dm_store<C, CVEC>(c, n, acc, i0 + wm0, j0 + wn0, g, t, i0 != j0);
+    }
 }
 
-template <class C, bool TRANS, bool VEC, bool CVEC>
-cudaError_t dm_launch_kernel(const double *a, int64_t m, int64_t n, int64_t nt, unsigned tiles, double *c,
-                             cudaStream_t s)
+/* Opt in to the kernel's shared memory (once per kernel: one GPU type per process; a race sets
+ * it twice, harmlessly). */
+template <class C, bool TRANS, bool VEC, bool CVEC> cudaError_t dm_prepare(void)
 {
-    auto kernel = ata_dmma_kernel<C, TRANS, VEC, CVEC>;
-    static bool opted_in; /* once per kernel (one GPU type per process); a race sets it twice */
+    static bool opted_in;
     if (!opted_in) {
-        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+        cudaError_t e = cudaFuncSetAttribute(ata_dmma_kernel<C, TRANS, VEC, CVEC>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem(TRANS));
         if (e != cudaSuccess)
             return e;
         opted_in = true;
     }
-    kernel<<<tiles, C::THREADS, C::SMEM, s>>>(a, m, n, nt, c);
+    return cudaSuccess;
+}
+
+/* Blocks of the configuration's schedule for n, and the tiles per edge it passes the kernel. */
+template <class C> int64_t dm_blocks(int64_t n, int64_t *nt)
+{
+    *nt = (n + C::BM - 1) / C::BM;
+    return C::TILES == 1 ? *nt * (*nt + 1) / 2 : dm_pair_blocks(*nt);
+}
+
+template <class C, bool TRANS, bool VEC, bool CVEC>
+cudaError_t dm_launch_kernel(const double *a, int64_t m, int64_t n, int64_t nt, unsigned blocks, double *c,
+                             cudaStream_t s)
+{
+    cudaError_t e = dm_prepare<C, TRANS, VEC, CVEC>();
+    if (e != cudaSuccess)
+        return e;
+    ata_dmma_kernel<C, TRANS, VEC, CVEC><<<blocks, C::THREADS, C::smem(TRANS), s>>>(a, m, n, nt, c);
     return cudaGetLastError();
 }
 
@@ -278,14 +419,13 @@ template <class C> cudaError_t dm_launch(const cr_ata_dev *t, cudaStream_t s)
 {
     const double *a = (const double *)t->a;
     double *c = (double *)t->c;
-    int64_t nt = (t->n + C::BM - 1) / C::BM;
-    int64_t tiles = nt * (nt + 1) / 2;
-    if (tiles > INT_MAX)
+    int64_t nt = 0, blocks = dm_blocks<C>(t->n, &nt);
+    if (blocks > INT_MAX)
         return cudaErrorInvalidValue;
     int64_t row_len = t->trans_a ? t->m : t->n; /* of the stored matrix */
     bool vec = row_len % 2 == 0 && ((uintptr_t)a & 15) == 0;
     bool cvec = t->n % 2 == 0 && ((uintptr_t)c & 15) == 0;
-    unsigned grid = (unsigned)tiles;
+    unsigned grid = (unsigned)blocks;
 #define DM_GO(TR, V, CV) return dm_launch_kernel<C, TR, V, CV>(a, t->m, t->n, nt, grid, c, s)
     if (t->trans_a) {
         if (vec) {
@@ -312,34 +452,59 @@ template <class C> double dm_cost(int64_t n, int sms, double efficiency)
     static int per_sm; /* asked once: it depends on the kernel's resources only */
     if (per_sm == 0) {
         int r = 0;
-        if (cudaFuncSetAttribute(ata_dmma_kernel<C, false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)C::SMEM) != cudaSuccess ||
+        if (dm_prepare<C, false, true, true>() != cudaSuccess ||
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r, ata_dmma_kernel<C, false, true, true>, C::THREADS,
-                                                          C::SMEM) != cudaSuccess) {
+                                                          C::smem(false)) != cudaSuccess) {
             cudaGetLastError(); /* not sticky: the launch reports what is really wrong */
             r = 1;
         }
         per_sm = r < 1 ? 1 : r;
     }
-    int64_t nt = (n + C::BM - 1) / C::BM, tiles = nt * (nt + 1) / 2, slots = (int64_t)sms * per_sm;
-    int64_t waves = (tiles + slots - 1) / slots, held = (tiles + sms - 1) / sms;
-    return (double)waves * (double)(held < per_sm ? held : per_sm) * C::BM * C::BM / efficiency;
+    int64_t nt = 0, blocks = dm_blocks<C>(n, &nt), slots = (int64_t)sms * per_sm;
+    int64_t waves = (blocks + slots - 1) / slots, held = (blocks + sms - 1) / sms;
+    return (double)waves * (double)(held < per_sm ? held : per_sm) * C::TILES * C::BM * C::BM / efficiency;
+}
+
+/* Configuration `v`: 1 the 128² tiles, 2 the 64² tiles, 3 the pairs; 0 the cheapest by dm_cost.
+ * Efficiencies (H200, bench/NOTES-gemm.md): a wave of pairs runs about as fast as one of 128²
+ * tiles (n = 4000, both 4 waves: the pairs 3% faster, not measured above 4000, so a tie stays
+ * with the 128² tiles) and the 64² tiles slower (L2-bound), so the pairs are taken where they
+ * need fewer waves (n = 1000-1400, 2000) and the 64² tiles where those do (n = 1500, 3500). */
+cudaError_t dm_run(const cr_ata_dev *t, int v, cudaStream_t s)
+{
+    if (v == 0) {
+        int dev = 0, sms = 0;
+        cudaError_t e;
+        if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+            (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+            return e;
+        double big = dm_cost<dm_big>(t->n, sms, 1.0), small = dm_cost<dm_small>(t->n, sms, 0.85);
+        double pair = dm_cost<dm_pair>(t->n, sms, 1.0);
+        v = big <= small && big <= pair ? 1 : pair <= small ? 3 : 2;
+    }
+    switch (v) {
+    case 1: return dm_launch<dm_big>(t, s);
+    case 2: return dm_launch<dm_small>(t, s);
+    case 3: return dm_launch<dm_pair>(t, s);
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 } // namespace
 
-extern "C" cudaError_t cr_cuda_ata_dmma(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s)
+/* Tuning hook (not in the header; tests/gpu/ata_hist.cu): `variant` 0 is cr_cuda_ata_dmma, 1..3
+ * force the 128², 64² or pair configuration. */
+extern "C" cudaError_t cr_cuda_ata_dmma_variant(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s, int variant)
 {
     cudaError_t e = cr_ata_begin(t, dt);
     if (e != cudaSuccess)
         return e == cudaErrorNotReady ? cudaSuccess : e;
     if (dt != CR_DT_F64)
         return cudaErrorNotSupported;
-    int dev = 0, sms = 0;
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-        return e;
-    if (dm_cost<dm_small>(t->n, sms, 0.85) < dm_cost<dm_big>(t->n, sms, 1.0))
-        return dm_launch<dm_small>(t, s);
-    return dm_launch<dm_big>(t, s);
+    return dm_run(t, variant, s);
+}
+
+extern "C" cudaError_t cr_cuda_ata_dmma(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s)
+{
+    return cr_cuda_ata_dmma_variant(t, dt, s, 0);
 }

@@ -9,8 +9,10 @@
  *    k-major shared tiles: no bank conflicts, and lanes sharing rows get broadcasts.
  *  - two shared-memory stages: while the block computes on stage t, each thread already has
  *    the global loads of stage t+1 in flight (into registers) and stores them into the other
- *    stage afterwards, so global latency hides behind a whole tile of FMAs and one barrier
- *    per k-tile suffices.
+ *    stage afterwards (big: one group per k step over the tile's last steps), so global
+ *    latency hides behind a whole tile of FMAs and one barrier per k-tile suffices.
+ *  - big's FFMA order is chosen for the operand reuse caches (dbuf_outer; ptxas keeps it): with
+ *    the spread stores, that closed most of big's gap to cuBLAS's FFMA kernel.
  *  - op(A) and op(B) both live k-major in shared memory (gemm_common.cuh): the transposes
  *    are handled while staging, by template, so the inner loop is the same for all four
  *    trans_a/trans_b combinations.
@@ -27,10 +29,15 @@
 
 #define GEMM_GROUP 8
 
-template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int LM_, int QM_, int QN_, int MINB_>
+/* IL: the main loop of bench/NOTES-gemm.md's 2026-11-26 section (FFMAs row by row with the
+ * columns serpentine, the next tile's staged groups stored one per k step between them). Big
+ * only: it made big 4% faster; mid gained 4% at 4096³ but lost 23% at 1000³ (a block alone on
+ * its SM, where the earlier stores wait on the global loads), and small lost 12% at 4096³. */
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int LM_, int QM_, int QN_, int MINB_, bool IL_>
 struct dbuf_cfg {
     static constexpr int BM = BM_, BN = BN_, BK = BK_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
     static constexpr int LM = LM_, LN = 32 / LM_, QM = QM_, QN = QN_, MINB = MINB_;
+    static constexpr bool IL = IL_;
     static constexpr int NT = WARPS_M * WARPS_N * 32;
     static constexpr int WM = QM * 4 * LM, WN = QN * 4 * LN;
     static constexpr int LA = BM + GEMM_PAD, LB = BN + GEMM_PAD;
@@ -101,6 +108,23 @@ __device__ __forceinline__ void dbuf_fetch(dbuf_src<BO, BK, NT, KCONTIG> &s, int
     }
 }
 
+/* gemm_tile_store for one group g of this thread's share */
+template <int BO, int BK, int NT, bool KCONTIG>
+__device__ __forceinline__ void dbuf_store_group(float *s, int tid, int g, float4 v)
+{
+    const int ls = BO + GEMM_PAD, e = tid + g * NT;
+    if (KCONTIG) {
+        const int o = e / (BK / 4), kk = (e % (BK / 4)) * 4;
+        s[(kk + 0) * ls + o] = v.x;
+        s[(kk + 1) * ls + o] = v.y;
+        s[(kk + 2) * ls + o] = v.z;
+        s[(kk + 3) * ls + o] = v.w;
+    } else {
+        const int o = (e % (BO / 4)) * 4, kk = e / (BO / 4);
+        *(float4 *)&s[kk * ls + o] = v;
+    }
+}
+
 
 /* This thread's fragments for one k: 4·QM values of op(A), 4·QN of op(B), as float4 reads
  * of the k-major tiles. */
@@ -120,6 +144,11 @@ __device__ __forceinline__ void dbuf_frag(const float *sa, const float *sb, int 
     }
 }
 
+/* One k step's outer product. ptxas keeps a row's av[r] in the operand reuse cache across the
+ * row; with IL, odd rows run their columns backwards, so each row also starts on the bv value
+ * the previous row ended on (still cached). That more than halves the FFMAs that read all three
+ * operands from the register file, two of them from one bank (277 -> 130 of 2048 per k-tile at
+ * big; ncu's dispatch_stall per instruction fell with it, 0.18 -> 0.12 where measured). */
 template <typename C>
 __device__ __forceinline__ void dbuf_outer(const float (&av)[4 * C::QM], const float (&bv)[4 * C::QN],
                                            float (&acc)[4 * C::QM][4 * C::QN])
@@ -127,8 +156,10 @@ __device__ __forceinline__ void dbuf_outer(const float (&av)[4 * C::QM], const f
 #pragma unroll
     for (int r = 0; r < 4 * C::QM; r++)
 #pragma unroll
-        for (int c = 0; c < 4 * C::QN; c++)
+        for (int cc = 0; cc < 4 * C::QN; cc++) {
+            const int c = (C::IL && (r & 1)) ? 4 * C::QN - 1 - cc : cc;
             acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+        }
 }
 
 /* One k-tile of outer products from shared memory into the register tile. */
@@ -140,6 +171,35 @@ __device__ __forceinline__ void dbuf_compute(const float *sa, const float *sb, i
     for (int kk = 0; kk < C::BK; kk++) {
         float av[4 * C::QM], bv[4 * C::QN];
         dbuf_frag<C>(sa, sb, am, bn, kk, av, bv);
+        dbuf_outer<C>(av, bv, acc);
+    }
+}
+
+/* dbuf_compute, with the next tile's staged groups stored into nxt one per k step over the last
+ * steps, between FFMAs: bunched after them, most of the 18 stores of a big k-tile held the warp
+ * 4 cycles each (ptxas's issue spacing for shared stores). */
+template <typename C, bool TA, bool TB>
+__device__ __forceinline__ void dbuf_compute_store(const float *cur, float *nxt, int tid, int am, int bn,
+                                                   const float4 (&va)[gemm_tile_shape<C::BM, C::BK, C::NT>::per_thread],
+                                                   const float4 (&vb)[gemm_tile_shape<C::BN, C::BK, C::NT>::per_thread],
+                                                   float (&acc)[4 * C::QM][4 * C::QN])
+{
+    constexpr int PA = gemm_tile_shape<C::BM, C::BK, C::NT>::per_thread;
+    constexpr int PB = gemm_tile_shape<C::BN, C::BK, C::NT>::per_thread;
+    constexpr int FIRST = C::BK - 1 - PA - PB; /* k step of the first store */
+    static_assert(FIRST >= 0, "one k step per staged group");
+#pragma unroll
+    for (int kk = 0; kk < C::BK; kk++) {
+        float av[4 * C::QM], bv[4 * C::QN];
+        dbuf_frag<C>(cur, cur + C::BK * C::LA, am, bn, kk, av, bv);
+#pragma unroll
+        for (int g = 0; g < PA; g++)
+            if (kk == FIRST + g)
+                dbuf_store_group<C::BM, C::BK, C::NT, !TA>(nxt, tid, g, va[g]);
+#pragma unroll
+        for (int g = 0; g < PB; g++)
+            if (kk == FIRST + PA + g)
+                dbuf_store_group<C::BN, C::BK, C::NT, TB>(nxt + C::BK * C::LA, tid, g, vb[g]);
         dbuf_outer<C>(av, bv, acc);
     }
 }
@@ -183,10 +243,16 @@ __device__ __forceinline__ void dbuf_mainloop(const gemm_args<float> &p, float *
             dbuf_fetch<C::BM, C::BK, C::NT, !TA, VEC>(sa, p.k, (t + 1) * C::BK, va);
             dbuf_fetch<C::BN, C::BK, C::NT, TB, VEC>(sb, p.k, (t + 1) * C::BK, vb);
         }
-        dbuf_compute<C>(cur, cur + C::BK * C::LA, am, bn, acc);
-        if (more) { /* the other stage was last read before the previous barrier: free */
-            gemm_tile_store<C::BM, C::BK, C::NT, !TA>(nxt, tid, va);
-            gemm_tile_store<C::BN, C::BK, C::NT, TB>(nxt + C::BK * C::LA, tid, vb);
+        if (C::IL) {
+            /* unconditional: on the last tile this stores stale values into the stage nobody
+             * reads again, and keeps the stores free of a branch inside the k steps */
+            dbuf_compute_store<C, TA, TB>(cur, nxt, tid, am, bn, va, vb, acc);
+        } else {
+            dbuf_compute<C>(cur, cur + C::BK * C::LA, am, bn, acc);
+            if (more) { /* the other stage was last read before the previous barrier: free */
+                gemm_tile_store<C::BM, C::BK, C::NT, !TA>(nxt, tid, va);
+                gemm_tile_store<C::BN, C::BK, C::NT, TB>(nxt + C::BK * C::LA, tid, vb);
+            }
         }
         __syncthreads();
     }
@@ -383,15 +449,15 @@ static cudaError_t dbuf_launch(const gemm_args<float> &p, const dbuf_split &sp, 
 }
 
 /* The shipped configurations (bench/NOTES-gemm.md has the measurements):
- *              BM   BN   BK warps  LM QM QN minB
+ *              BM   BN   BK warps  LM QM QN minB IL
  * big:   256×128 tile, 256 threads of 16×8: the fastest at 4096³/8192³ (fewest shared loads
- *        per FMA: 6 float4 per 128 FMAs), one block per SM (245 registers).
+ *        per FMA: 6 float4 per 128 FMAs), one block per SM (248 registers).
  * mid:   128×128 tile, 128 threads of 16×8, two blocks per SM.
  * small: 64×64×8 tile, 64 threads of 8×8, six blocks per SM: for small C, where only many
  *        blocks fill the SMs, and where its finer waves beat big's (dbuf_plan_for). */
-typedef dbuf_cfg<256, 128, 16, 4, 2, 4, 4, 2, 1> dbuf_big;
-typedef dbuf_cfg<128, 128, 8, 2, 2, 4, 4, 2, 2> dbuf_mid;
-typedef dbuf_cfg<64, 64, 8, 1, 2, 8, 2, 2, 6> dbuf_small;
+typedef dbuf_cfg<256, 128, 16, 4, 2, 4, 4, 2, 1, true> dbuf_big;
+typedef dbuf_cfg<128, 128, 8, 2, 2, 4, 4, 2, 2, false> dbuf_mid;
+typedef dbuf_cfg<64, 64, 8, 1, 2, 8, 2, 2, 6, false> dbuf_small;
 enum { DBUF_AUTO, DBUF_BIG, DBUF_MID, DBUF_SMALL };
 
 /* Blocks of configuration C that fit on one SM at once (registers, shared memory), asked

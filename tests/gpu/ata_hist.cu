@@ -74,9 +74,9 @@ static void check_ata(const char *kname, cr_ata_launcher fn, int64_t m, int64_t 
     size_t wb = ata_work_bytes(&d, dt, fn);
     bool ok = cuda_ok(cudaMalloc(&da, host_a.size() * sizeof(T) + 16), what) &&
               cuda_ok(cudaMalloc(&dc, host_c.size() * sizeof(T) + 16), what) &&
-              (wb == 0 || cuda_ok(cudaMalloc(&work, wb), what)) &&
+              (wb == 0 || (cuda_ok(cudaMalloc(&work, wb), what) && cuda_ok(cudaMemset(work, 0xff, wb), what))) &&
               cuda_ok(cudaMemcpy(da, host_a.data(), host_a.size() * sizeof(T), cudaMemcpyHostToDevice), what) &&
-              cuda_ok(cudaMemset(dc, 0xff, host_c.size() * sizeof(T)), what); /* NaN poison */
+              cuda_ok(cudaMemset(dc, 0xff, host_c.size() * sizeof(T)), what); /* NaN poison, the scratch too */
     if (ok) {
         d.a = da;
         d.c = dc;
@@ -129,9 +129,12 @@ static void test_ata(void)
 
 /* dmma (FP64 tensor cores) beyond test_ata: A and C at 8-byte (not 16-byte) aligned addresses,
  * the same result bit for bit on a second run, and NaN/Inf in A reaching exactly the rows and
- * columns of C they touch. */
+ * columns of C they touch; each configuration forced through the tuning hook (ata_dmma.cu:
+ * 1 = 128² tiles, 2 = 64² tiles, 3 = pairs of 64² tiles), `variant` 0 the shipped choice. */
+extern "C" cudaError_t cr_cuda_ata_dmma_variant(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s, int variant);
+
 static bool dmma_run(const std::vector<double> &stored, int64_t m, int64_t n, bool trans, int a_off, int c_off,
-                     std::vector<double> &out, const char *what)
+                     std::vector<double> &out, const char *what, int variant = 0)
 {
     double *da = NULL, *dc = NULL;
     cr_ata_dev d = {m, n, trans, NULL, NULL, NULL};
@@ -146,7 +149,8 @@ static bool dmma_run(const std::vector<double> &stored, int64_t m, int64_t n, bo
         d.c = dc + c_off;
         std::vector<double> &dst = run ? again : out;
         ok = cuda_ok(cudaMemset(dc, 0xff, (out.size() + 2) * sizeof(double)), what) &&
-             cuda_ok(cr_cuda_ata_dmma(&d, CR_DT_F64, 0), what) && cuda_ok(cudaDeviceSynchronize(), what) &&
+             cuda_ok(cr_cuda_ata_dmma_variant(&d, CR_DT_F64, 0, variant), what) &&
+             cuda_ok(cudaDeviceSynchronize(), what) &&
              cuda_ok(cudaMemcpy(dst.data(), dc + c_off, dst.size() * sizeof(double), cudaMemcpyDeviceToHost), what);
     }
     if (ok) {
@@ -196,30 +200,75 @@ static void test_ata_dmma(void)
             }
     /* NaN at A[k0][i0], +Inf at A[k1][i1]: row and column i0 NaN, i1's (but for i0) ±Inf */
     int64_t m = 70, n = 150, k0 = 5, i0 = 33, k1 = 66, i1 = 140;
-    for (int trans = 0; trans < 2; trans++) {
-        std::vector<double> a(m * n);
-        for (auto &x : a)
-            x = uniform(0.5, 1.0) * (rnd() & 1 ? 1 : -1);
-        a[k0 * n + i0] = NAN;
-        a[k1 * n + i1] = INFINITY;
-        char what[96];
-        snprintf(what, sizeof what, "ata dmma NaN/Inf propagation trans=%d", trans);
-        std::vector<double> c;
-        if (!dmma_run(dmma_stored(a, m, n, trans), m, n, trans, 0, 0, c, what))
-            continue;
-        int64_t bad = 0;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < n; j++) {
-                double v = c[i * n + j];
-                if (i == i0 || j == i0)
-                    bad += !std::isnan(v);
-                else if (i == i1 || j == i1)
-                    bad += !(std::isinf(v) && (v > 0) == (i == j || a[k1 * n + (i == i1 ? j : i)] > 0));
-                else
-                    bad += !std::isfinite(v);
+    for (int trans = 0; trans < 2; trans++)
+        for (int variant = 0; variant <= 3; variant++) {
+            std::vector<double> a(m * n);
+            for (auto &x : a)
+                x = uniform(0.5, 1.0) * (rnd() & 1 ? 1 : -1);
+            a[k0 * n + i0] = NAN;
+            a[k1 * n + i1] = INFINITY;
+            char what[96];
+            snprintf(what, sizeof what, "ata dmma NaN/Inf propagation trans=%d variant %d", trans, variant);
+            std::vector<double> c;
+            if (!dmma_run(dmma_stored(a, m, n, trans), m, n, trans, 0, 0, c, what, variant))
+                continue;
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double v = c[i * n + j];
+                    if (i == i0 || j == i0)
+                        bad += !std::isnan(v);
+                    else if (i == i1 || j == i1)
+                        bad += !(std::isinf(v) && (v > 0) == (i == j || a[k1 * n + (i == i1 ? j : i)] > 0));
+                    else
+                        bad += !std::isfinite(v);
+                }
+            expect(bad == 0, what);
+        }
+}
+
+/* Each dmma configuration forced, on shapes where the pair schedule (64² tiles two by two:
+ * ata_dmma.cu) has blocks missing their second tile (64-tiles per edge odd: 129, 130, 517), a
+ * lone last diagonal tile (65, 129, 130, 321) or neither (1000, 2000), plus tiny and empty
+ * ones (1, 7, m = 0); both layouts, 16- and 8-byte aligned A and C: within the bound,
+ * bit-identical on a second run, and the pair and 64² configurations equal to the 128² one bit
+ * for bit (the same k order in every one). */
+static void test_ata_dmma_configs(void)
+{
+    static const int64_t shapes[][2] = {{1, 1},   {7, 7},    {65, 65},   {33, 129}, {130, 130},
+                                        {17, 321}, {301, 517}, {40, 2000}, {0, 65},  {5, 1000}};
+    for (auto &sh : shapes)
+        for (int trans = 0; trans < 2; trans++)
+            for (int off = 0; off < 2; off++) {
+                int64_t m = sh[0], n = sh[1];
+                std::vector<double> a(m * n);
+                for (auto &x : a)
+                    x = uniform(-1.0, 1.0);
+                ata_ref ref = reference_ata(a, m, n);
+                std::vector<double> stored = dmma_stored(a, m, n, trans), base;
+                for (int variant = 1; variant <= 3; variant++) {
+                    char what[160];
+                    snprintf(what, sizeof what, "ata dmma variant %d m=%lld n=%lld trans=%d %s", variant,
+                             (long long)m, (long long)n, trans, off ? "A, C 8-byte aligned" : "aligned");
+                    std::vector<double> c;
+                    if (!dmma_run(stored, m, n, trans, off, off, c, what, variant))
+                        continue;
+                    int64_t bad = 0;
+                    for (int64_t x = 0; x < n * n; x++)
+                        if (!(fabs(c[x] - ref.c[x]) <= 2.0 * (double)(m + 2) * 1.11e-16 * ref.s[x] + 1e-300))
+                            bad++;
+                    if (bad)
+                        printf("  %s: %lld elements out of bound\n", what, (long long)bad);
+                    expect(bad == 0, what);
+                    if (variant == 1) {
+                        base = c;
+                    } else if (base.size() == c.size()) {
+                        char same[240];
+                        snprintf(same, sizeof same, "%s: the same bits as the 128² configuration", what);
+                        expect(memcmp(base.data(), c.data(), c.size() * sizeof(double)) == 0, same);
+                    }
+                }
             }
-        expect(bad == 0, what);
-    }
 }
 
 /* symtile's FP32 schedules, forced through its tuning variants (kernels/cuda/ata_symtile.cu):
@@ -265,7 +314,7 @@ static void check_symtile_repeat(cr_ata_launcher fn, const char *name, int64_t m
     float *da = NULL, *dc = NULL;
     void *work = NULL;
     bool ok = cuda_ok(cudaMalloc(&da, host_a.size() * 4), what) && cuda_ok(cudaMalloc(&dc, c1.size() * 4), what) &&
-              (wb == 0 || cuda_ok(cudaMalloc(&work, wb), what)) &&
+              (wb == 0 || (cuda_ok(cudaMalloc(&work, wb), what) && cuda_ok(cudaMemset(work, 0xff, wb), what))) &&
               cuda_ok(cudaMemcpy(da, host_a.data(), host_a.size() * 4, cudaMemcpyHostToDevice), what);
     d.a = da;
     d.c = dc;
@@ -302,6 +351,62 @@ static void test_ata_symtile_f32(void)
         check_symtile_repeat(sym_v20, "symtile:shared", 3001, 2050, trans);
         check_symtile_repeat(sym_v10, "symtile:tiles", 300, 2050, trans);
     }
+}
+
+/* NaN at A[k0][i0] and +Inf at A[k1][i1] through symtile FP32 as shipped, forced to share every
+ * tile (n = 700: 21 tiles split among a wave of blocks, the NaN and the Inf each in one block's
+ * part of a tile, added up by the fixup) and forced to plain tiles: row and column i0 NaN, i1's
+ * (but for i0) ±Inf, the rest finite. The scratch is poisoned first, as in check_ata. */
+static void test_ata_symtile_nonfinite(void)
+{
+    const int64_t m = 300, n = 700, k0 = 7, i0 = 130, k1 = 290, i1 = 600;
+    static const struct { const char *name; cr_ata_launcher fn; } runs[] = {
+        {"symtile", cr_cuda_ata_symtile}, {"symtile:shared", sym_v20}, {"symtile:tiles", sym_v10}};
+    for (int trans = 0; trans < 2; trans++)
+        for (auto &r : runs) {
+            std::vector<float> a(m * n), stored(m * n), c(n * n);
+            for (auto &x : a)
+                x = (float)(uniform(0.5, 1.0) * (rnd() & 1 ? 1 : -1));
+            a[k0 * n + i0] = NAN;
+            a[k1 * n + i1] = INFINITY;
+            for (int64_t k = 0; k < m; k++)
+                for (int64_t i = 0; i < n; i++)
+                    stored[trans ? i * m + k : k * n + i] = a[k * n + i];
+            char what[96];
+            snprintf(what, sizeof what, "ata %s f32 NaN/Inf propagation trans=%d", r.name, trans);
+            cr_ata_dev d = {m, n, trans != 0, NULL, NULL, NULL};
+            size_t wb = ata_work_bytes(&d, CR_DT_F32, r.fn);
+            float *da = NULL, *dc = NULL;
+            void *work = NULL;
+            bool ok = cuda_ok(cudaMalloc(&da, stored.size() * 4), what) &&
+                      cuda_ok(cudaMalloc(&dc, c.size() * 4), what) &&
+                      (wb == 0 ||
+                       (cuda_ok(cudaMalloc(&work, wb), what) && cuda_ok(cudaMemset(work, 0xff, wb), what))) &&
+                      cuda_ok(cudaMemcpy(da, stored.data(), stored.size() * 4, cudaMemcpyHostToDevice), what) &&
+                      cuda_ok(cudaMemset(dc, 0xff, c.size() * 4), what);
+            d.a = da;
+            d.c = dc;
+            d.work = work;
+            ok = ok && cuda_ok(r.fn(&d, CR_DT_F32, 0), what) &&
+                 cuda_ok(cudaMemcpy(c.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost), what);
+            if (ok) {
+                int64_t bad = 0;
+                for (int64_t i = 0; i < n; i++)
+                    for (int64_t j = 0; j < n; j++) {
+                        float v = c[i * n + j];
+                        if (i == i0 || j == i0)
+                            bad += !std::isnan(v);
+                        else if (i == i1 || j == i1)
+                            bad += !(std::isinf(v) && (v > 0) == (i == j || a[k1 * n + (i == i1 ? j : i)] > 0));
+                        else
+                            bad += !std::isfinite(v);
+                    }
+                expect(bad == 0, what);
+            }
+            cudaFree(da);
+            cudaFree(dc);
+            cudaFree(work);
+        }
 }
 
 /* ---------------- histograms ---------------- */
@@ -656,7 +761,9 @@ int main(void)
 {
     test_ata();
     test_ata_dmma();
+    test_ata_dmma_configs();
     test_ata_symtile_f32();
+    test_ata_symtile_nonfinite();
     test_hist_bytes();
     test_hist_floats_of<float>(CR_DT_F32);
     test_hist_floats_of<double>(CR_DT_F64);
