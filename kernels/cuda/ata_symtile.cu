@@ -296,11 +296,15 @@ __device__ __forceinline__ void s32_compute(const float *sa, const float *sb, in
             float4 v = *(const float4 *)&sb[kk * C::BT + bn + q * 4 * C::LN];
             bv[4 * q] = v.x, bv[4 * q + 1] = v.y, bv[4 * q + 2] = v.z, bv[4 * q + 3] = v.w;
         }
+        /* odd rows run their columns backwards, as dbuf_outer does (gemm_dbuf.cu): each row starts
+         * on the bv value the previous one ended on, still in the operand reuse cache */
 #pragma unroll
         for (int r = 0; r < 16; r++)
 #pragma unroll
-            for (int c = 0; c < 8; c++)
+            for (int cc = 0; cc < 8; cc++) {
+                const int c = (r & 1) ? 7 - cc : cc;
                 acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+            }
     }
 }
 

@@ -176,11 +176,9 @@ extern "C" cudaError_t cr_cuda_gemm_3xtf32_ws(const cr_gemm_dev *g, cr_dtype dt,
                                               cudaStream_t s)
 {
     bool nothing;
-    cudaError_t e = gemm_check(g, &nothing);
+    cudaError_t e = gemm_check_f32(g, dt, &nothing);
     if (e != cudaSuccess || nothing)
         return e;
-    if (dt != CR_DT_F32)
-        return cudaErrorNotSupported;
     if (g->k == 0) /* C = beta·C: no products to split */
         return cr_cuda_gemm_tc_tf32(g, dt, s);
     const size_t need = cr_cuda_gemm_3xtf32_work_bytes(g, dt);

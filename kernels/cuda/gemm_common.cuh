@@ -99,6 +99,16 @@ static inline cudaError_t gemm_check(const cr_gemm_dev *g, bool *nothing)
     return cudaSuccess;
 }
 
+/* gemm_check for the FP32-only launchers: an empty product is done whatever dt; otherwise dt
+ * must be float32. */
+static inline cudaError_t gemm_check_f32(const cr_gemm_dev *g, cr_dtype dt, bool *nothing)
+{
+    cudaError_t e = gemm_check(g, nothing);
+    if (e != cudaSuccess || *nothing)
+        return e;
+    return dt == CR_DT_F32 ? cudaSuccess : cudaErrorNotSupported;
+}
+
 __host__ __device__ static inline int64_t gemm_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Which tile of C this block owns in a 1-D grid: groups of `group` tile-rows, column-major
@@ -185,26 +195,32 @@ __device__ __forceinline__ void gemm_tile_fetch(const float *__restrict__ x, int
     }
 }
 
-/* Store what gemm_tile_fetch fetched into the k-major shared tile s[BK][BO + GEMM_PAD]. */
+/* Store group g of what gemm_tile_fetch fetched into the k-major shared tile s[BK][BO + GEMM_PAD]
+ * (dbuf's big configuration stores its groups one at a time, between FFMAs). */
+template <int BO, int BK, int NT, bool KCONTIG>
+__device__ __forceinline__ void gemm_tile_store_group(float *s, int tid, int g, float4 v)
+{
+    const int ls = BO + GEMM_PAD, e = tid + g * NT;
+    if (KCONTIG) {
+        const int o = e / (BK / 4), kk = (e % (BK / 4)) * 4;
+        s[(kk + 0) * ls + o] = v.x;
+        s[(kk + 1) * ls + o] = v.y;
+        s[(kk + 2) * ls + o] = v.z;
+        s[(kk + 3) * ls + o] = v.w;
+    } else {
+        const int o = (e % (BO / 4)) * 4, kk = e / (BO / 4);
+        *(float4 *)&s[kk * ls + o] = v;
+    }
+}
+
+/* Store all of what gemm_tile_fetch fetched. */
 template <int BO, int BK, int NT, bool KCONTIG>
 __device__ __forceinline__ void gemm_tile_store(float *s, int tid,
                                                 const float4 (&v)[gemm_tile_shape<BO, BK, NT>::per_thread])
 {
-    const int ls = BO + GEMM_PAD;
 #pragma unroll
-    for (int g = 0; g < gemm_tile_shape<BO, BK, NT>::per_thread; g++) {
-        int e = tid + g * NT;
-        if (KCONTIG) {
-            int o = e / (BK / 4), kk = (e % (BK / 4)) * 4;
-            s[(kk + 0) * ls + o] = v[g].x;
-            s[(kk + 1) * ls + o] = v[g].y;
-            s[(kk + 2) * ls + o] = v[g].z;
-            s[(kk + 3) * ls + o] = v[g].w;
-        } else {
-            int o = (e % (BO / 4)) * 4, kk = e / (BO / 4);
-            *(float4 *)&s[kk * ls + o] = v[g];
-        }
-    }
+    for (int g = 0; g < gemm_tile_shape<BO, BK, NT>::per_thread; g++)
+        gemm_tile_store_group<BO, BK, NT, KCONTIG>(s, tid, g, v[g]);
 }
 
 /* float4 path is safe for a matrix when its base is 16-byte aligned and every stored row

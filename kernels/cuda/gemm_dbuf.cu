@@ -108,23 +108,6 @@ __device__ __forceinline__ void dbuf_fetch(dbuf_src<BO, BK, NT, KCONTIG> &s, int
     }
 }
 
-/* gemm_tile_store for one group g of this thread's share */
-template <int BO, int BK, int NT, bool KCONTIG>
-__device__ __forceinline__ void dbuf_store_group(float *s, int tid, int g, float4 v)
-{
-    const int ls = BO + GEMM_PAD, e = tid + g * NT;
-    if (KCONTIG) {
-        const int o = e / (BK / 4), kk = (e % (BK / 4)) * 4;
-        s[(kk + 0) * ls + o] = v.x;
-        s[(kk + 1) * ls + o] = v.y;
-        s[(kk + 2) * ls + o] = v.z;
-        s[(kk + 3) * ls + o] = v.w;
-    } else {
-        const int o = (e % (BO / 4)) * 4, kk = e / (BO / 4);
-        *(float4 *)&s[kk * ls + o] = v;
-    }
-}
-
 
 /* This thread's fragments for one k: 4·QM values of op(A), 4·QN of op(B), as float4 reads
  * of the k-major tiles. */
@@ -195,11 +178,11 @@ __device__ __forceinline__ void dbuf_compute_store(const float *cur, float *nxt,
 #pragma unroll
         for (int g = 0; g < PA; g++)
             if (kk == FIRST + g)
-                dbuf_store_group<C::BM, C::BK, C::NT, !TA>(nxt, tid, g, va[g]);
+                gemm_tile_store_group<C::BM, C::BK, C::NT, !TA>(nxt, tid, g, va[g]);
 #pragma unroll
         for (int g = 0; g < PB; g++)
             if (kk == FIRST + PA + g)
-                dbuf_store_group<C::BN, C::BK, C::NT, TB>(nxt + C::BK * C::LA, tid, g, vb[g]);
+                gemm_tile_store_group<C::BN, C::BK, C::NT, TB>(nxt + C::BK * C::LA, tid, g, vb[g]);
         dbuf_outer<C>(av, bv, acc);
     }
 }

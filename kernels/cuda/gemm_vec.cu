@@ -71,11 +71,9 @@ static cudaError_t vec_launch(const gemm_args<float> &p, dim3 grid, cudaStream_t
 extern "C" cudaError_t cr_cuda_gemm_vec(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
 {
     bool nothing;
-    cudaError_t e = gemm_check(g, &nothing);
+    cudaError_t e = gemm_check_f32(g, dt, &nothing);
     if (e != cudaSuccess || nothing)
         return e;
-    if (dt != CR_DT_F32)
-        return cudaErrorNotSupported;
     dim3 grid;
     e = gemm_grid(gemm_cdiv(g->m, VBM), gemm_cdiv(g->n, VBN), &grid);
     if (e != cudaSuccess)

@@ -172,6 +172,28 @@ static std::vector<double> dmma_stored(const std::vector<double> &a, int64_t m, 
     return s;
 }
 
+/* AᵀA of an A (m×n) whose column i0 holds a NaN and column i1 an Inf at row k1, all else finite
+ * and nonzero: the elements of C that are not where IEEE arithmetic puts them (NaN in row and
+ * column i0; ±Inf in row and column i1, + on the diagonal, elsewhere the sign of the finite
+ * factor; finite everywhere else). */
+template <typename T>
+static int64_t nonfinite_misplaced(const std::vector<T> &c, const std::vector<T> &a, int64_t n, int64_t i0,
+                                   int64_t i1, int64_t k1)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            T v = c[i * n + j];
+            if (i == i0 || j == i0)
+                bad += !std::isnan(v);
+            else if (i == i1 || j == i1)
+                bad += !(std::isinf(v) && (v > 0) == (i == j || a[k1 * n + (i == i1 ? j : i)] > 0));
+            else
+                bad += !std::isfinite(v);
+        }
+    return bad;
+}
+
 static void test_ata_dmma(void)
 {
     static const int64_t shapes[][2] = {{63, 63}, {65, 65}, {7, 1}, {1, 7}, {2000, 3}, {3, 2000}, {65, 2500},
@@ -212,18 +234,7 @@ static void test_ata_dmma(void)
             std::vector<double> c;
             if (!dmma_run(dmma_stored(a, m, n, trans), m, n, trans, 0, 0, c, what, variant))
                 continue;
-            int64_t bad = 0;
-            for (int64_t i = 0; i < n; i++)
-                for (int64_t j = 0; j < n; j++) {
-                    double v = c[i * n + j];
-                    if (i == i0 || j == i0)
-                        bad += !std::isnan(v);
-                    else if (i == i1 || j == i1)
-                        bad += !(std::isinf(v) && (v > 0) == (i == j || a[k1 * n + (i == i1 ? j : i)] > 0));
-                    else
-                        bad += !std::isfinite(v);
-                }
-            expect(bad == 0, what);
+            expect(nonfinite_misplaced(c, a, n, i0, i1, k1) == 0, what);
         }
 }
 
@@ -389,20 +400,8 @@ static void test_ata_symtile_nonfinite(void)
             d.work = work;
             ok = ok && cuda_ok(r.fn(&d, CR_DT_F32, 0), what) &&
                  cuda_ok(cudaMemcpy(c.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost), what);
-            if (ok) {
-                int64_t bad = 0;
-                for (int64_t i = 0; i < n; i++)
-                    for (int64_t j = 0; j < n; j++) {
-                        float v = c[i * n + j];
-                        if (i == i0 || j == i0)
-                            bad += !std::isnan(v);
-                        else if (i == i1 || j == i1)
-                            bad += !(std::isinf(v) && (v > 0) == (i == j || a[k1 * n + (i == i1 ? j : i)] > 0));
-                        else
-                            bad += !std::isfinite(v);
-                    }
-                expect(bad == 0, what);
-            }
+            if (ok)
+                expect(nonfinite_misplaced(c, a, n, i0, i1, k1) == 0, what);
             cudaFree(da);
             cudaFree(dc);
             cudaFree(work);
