@@ -114,16 +114,22 @@ __host__ __device__ static inline int64_t gemm_cdiv(int64_t a, int64_t b) { retu
 /* Which tile of C this block owns in a 1-D grid: groups of `group` tile-rows, column-major
  * inside a group, so consecutive (co-resident) blocks reuse one B panel and a few A panels in L2
  * instead of streaming all of B. */
-__device__ __forceinline__ void gemm_grouped_tile(int group, int64_t tiles_m, int64_t tiles_n, int64_t *tm,
-                                                  int64_t *tn)
+__device__ __forceinline__ void gemm_grouped_tile_of(int group, int64_t tiles_m, int64_t tiles_n, int64_t bid,
+                                                     int64_t *tm, int64_t *tn)
 {
-    int64_t bid = blockIdx.x;
     int64_t per_group = (int64_t)group * tiles_n;
     int64_t first = bid / per_group * group;
     int64_t rows = tiles_m - first < group ? tiles_m - first : group;
     int64_t in = bid % per_group;
     *tm = first + in % rows;
     *tn = in / rows;
+}
+
+/* The tile of this block (gemm_grouped_tile_of takes any tile number: dbuf's stream-K tail). */
+__device__ __forceinline__ void gemm_grouped_tile(int group, int64_t tiles_m, int64_t tiles_n, int64_t *tm,
+                                                  int64_t *tn)
+{
+    gemm_grouped_tile_of(group, tiles_m, tiles_n, blockIdx.x, tm, tn);
 }
 
 /* A 2-D grid of tiles; y is limited to 65535, so very tall C takes the rest from x. */

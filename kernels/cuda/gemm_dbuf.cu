@@ -24,7 +24,10 @@
  *    a workspace (the registry row's scratch), grid row y computes K slice y of every tile into
  *    workspace slice y, and a second kernel sums the slices in the fixed order 0..S-1, then
  *    applies alpha and beta·C: bit-identical run to run, no atomics. dbuf_plan_for says when and
- *    how many slices; without a workspace (or too small a one) it never splits. */
+ *    how many slices; without a workspace (or too small a one) it never splits.
+ *  - tail stream-K for big without a split: with a workspace that holds its slots, the whole
+ *    waves run as above and the last partial wave's tiles are shared among one full wave of
+ *    blocks, fixed up in block order (gemm_dbuf_sk_kernel, dbuf_sk_fixup, dbuf_sk_make). */
 #include "kernels/cuda/gemm_common.cuh"
 
 #define GEMM_GROUP 8
@@ -258,6 +261,24 @@ __device__ __forceinline__ void dbuf_slice(gemm_args<float> &p, float *work, int
     p.beta = 0.f;  /* the workspace is never read here */
 }
 
+/* This thread's first row and column in its block's tile: consecutive lanes take consecutive
+ * columns. */
+template <typename C> __device__ __forceinline__ void dbuf_thread_origin(int tid, int *am, int *bn)
+{
+    const int lane = tid % 32, warp = tid / 32;
+    *am = (warp / C::WARPS_N) * C::WM + (lane / C::LN) * 4;
+    *bn = (warp % C::WARPS_N) * C::WN + (lane % C::LN) * 4;
+}
+
+template <typename C> __device__ __forceinline__ void dbuf_zero(float (&acc)[4 * C::QM][4 * C::QN])
+{
+#pragma unroll
+    for (int r = 0; r < 4 * C::QM; r++)
+#pragma unroll
+        for (int c = 0; c < 4 * C::QN; c++)
+            acc[r][c] = 0.f;
+}
+
 template <typename C, bool TA, bool TB, bool VEC, bool SPLIT>
 __global__ void __launch_bounds__(C::NT, C::MINB)
     gemm_dbuf_kernel(gemm_args<float> p, bool cvec, float *work, int64_t kspan)
@@ -266,20 +287,15 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     float *smem = (float *)dbuf_smem4;
     if (SPLIT)
         dbuf_slice<TA, TB>(p, work, kspan);
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int lm = lane / C::LN, ln = lane % C::LN; /* consecutive lanes: consecutive columns */
-    const int am = (warp / C::WARPS_N) * C::WM + lm * 4; /* this thread's first row in the tile */
-    const int bn = (warp % C::WARPS_N) * C::WN + ln * 4; /* and first column */
+    const int tid = threadIdx.x;
+    int am, bn;
+    dbuf_thread_origin<C>(tid, &am, &bn);
     int64_t tm, tn;
     gemm_grouped_tile(GEMM_GROUP, gemm_cdiv(p.m, C::BM), gemm_cdiv(p.n, C::BN), &tm, &tn);
     const int64_t m0 = tm * C::BM, n0 = tn * C::BN;
 
     float acc[4 * C::QM][4 * C::QN];
-#pragma unroll
-    for (int r = 0; r < 4 * C::QM; r++)
-#pragma unroll
-        for (int c = 0; c < 4 * C::QN; c++)
-            acc[r][c] = 0.f;
+    dbuf_zero<C>(acc);
     if (p.k > 0)
         dbuf_mainloop<C, TA, TB, VEC>(p, smem, tid, am, bn, m0, n0, acc);
     if (SPLIT) /* the reduction may be launched now; it still waits for this grid to finish */
@@ -317,6 +333,90 @@ __device__ __forceinline__ void dbuf_put(float4 *c, float4 acc, float alpha, flo
         r.x += beta * o.x, r.y += beta * o.y, r.z += beta * o.z, r.w += beta * o.w;
     }
     *c = r;
+}
+
+/* ---- Stream-K on the last wave (big only; bench/NOTES-gemm.md "Tail stream-K") ----------------
+ * Work is (tile, k-tile) units, tiles in dbuf's grouped order. The first dp tiles (whole waves)
+ * run as today, gemm_dbuf_kernel over a grid of dp blocks (the same kernel, so its code is
+ * untouched). The units of the remaining tiles are shared evenly among `bs` blocks of
+ * gemm_dbuf_sk_kernel (one full wave), each spanning at most two tiles. A segment covering a
+ * whole tile writes C with the usual epilogue; any other segment writes its raw partial sum to a
+ * BM×BN slot: slot 2x for block x's segment starting inside a tile, 2x+1 for one starting at
+ * k = 0 and ending inside it. dbuf_sk_fixup then sums, per shared tile, the head's slot and the
+ * slots of the following blocks in block order and writes alpha·sum + beta·C once (C read only
+ * when beta != 0): fixed order, no atomics, bit-identical reruns. */
+struct dbuf_sk_args {
+    float *part;          /* 2·bs slots of BM·BN floats */
+    int64_t dp, tiles, kt; /* tiles run whole, all tiles, k-tiles per tile */
+    int64_t bs;           /* blocks sharing the tail */
+};
+
+template <typename C, bool TA, bool TB, bool VEC>
+__global__ void __launch_bounds__(C::NT, C::MINB)
+    gemm_dbuf_sk_kernel(gemm_args<float> p, bool cvec, dbuf_sk_args s)
+{
+    extern __shared__ float4 dbuf_smem4[];
+    float *smem = (float *)dbuf_smem4;
+    const int tid = threadIdx.x;
+    int am, bn;
+    dbuf_thread_origin<C>(tid, &am, &bn);
+    const int64_t tiles_m = gemm_cdiv(p.m, C::BM), tiles_n = gemm_cdiv(p.n, C::BN);
+    const int64_t x = blockIdx.x, base = s.dp * s.kt, us = (s.tiles - s.dp) * s.kt;
+    int64_t u = base + x * us / s.bs;
+    const int64_t u_end = base + (x + 1) * us / s.bs;
+    while (u < u_end) {
+        const int64_t t = u / s.kt, kb = u - t * s.kt;
+        const int64_t ke = u_end - t * s.kt < s.kt ? u_end - t * s.kt : s.kt;
+        int64_t tm, tn;
+        gemm_grouped_tile_of(GEMM_GROUP, tiles_m, tiles_n, t, &tm, &tn);
+        const int64_t m0 = tm * C::BM, n0 = tn * C::BN;
+        gemm_args<float> q = p;
+        const int64_t k0 = kb * C::BK;
+        q.a += TA ? k0 * p.lda : k0;
+        q.b += TB ? k0 : k0 * p.ldb;
+        q.k = p.k - k0 < (ke - kb) * C::BK ? p.k - k0 : (ke - kb) * C::BK;
+        float acc[4 * C::QM][4 * C::QN];
+        dbuf_zero<C>(acc);
+        dbuf_mainloop<C, TA, TB, VEC>(q, smem, tid, am, bn, m0, n0, acc);
+        if (kb == 0 && ke == s.kt) {
+            dbuf_epilogue<C>(p, cvec, m0 + am, n0 + bn, acc);
+        } else {
+            float *slot = s.part + (2 * x + (kb > 0 ? 0 : 1)) * (int64_t)(C::BM * C::BN);
+#pragma unroll
+            for (int r = 0; r < 4 * C::QM; r++)
+#pragma unroll
+                for (int qq = 0; qq < C::QN; qq++)
+                    *(float4 *)&slot[(am + (r / 4) * 4 * C::LM + r % 4) * C::BN + bn + qq * 4 * C::LN] =
+                        make_float4(acc[r][4 * qq], acc[r][4 * qq + 1], acc[r][4 * qq + 2], acc[r][4 * qq + 3]);
+        }
+        u = t * s.kt + ke;
+    }
+}
+
+/* One thread per 4 consecutive elements of a row of a shared tile (BM·BN/4/256 blocks a tile). */
+#define DBUF_FIX_THREADS 256
+template <typename C>
+__global__ void __launch_bounds__(DBUF_FIX_THREADS) dbuf_sk_fixup(gemm_args<float> p, bool cvec, dbuf_sk_args s)
+{
+    constexpr int PER_TILE = C::BM * C::BN / 4 / DBUF_FIX_THREADS;
+    const int64_t t = s.dp + blockIdx.x / PER_TILE;
+    const int64_t base = s.dp * s.kt, us = (s.tiles - s.dp) * s.kt;
+    const int64_t first = t * s.kt - base, last = first + s.kt - 1;
+    /* block x holds units [x·us/bs, (x+1)·us/bs): the blocks of the tile's first and last unit */
+    const int64_t b_lo = ((first + 1) * s.bs - 1) / us, b_hi = ((last + 1) * s.bs - 1) / us;
+    if (b_lo == b_hi)
+        return; /* one block did the whole tile and wrote it */
+    const int e = ((blockIdx.x % PER_TILE) * DBUF_FIX_THREADS + threadIdx.x) * 4;
+    const int r = e / C::BN, c = e % C::BN;
+    int64_t tm, tn;
+    gemm_grouped_tile_of(GEMM_GROUP, gemm_cdiv(p.m, C::BM), gemm_cdiv(p.n, C::BN), t, &tm, &tn);
+    const int64_t i = tm * C::BM + r, j = tn * C::BN + c;
+    if (i >= p.m || j >= p.n)
+        return;
+    float4 v = *(const float4 *)&s.part[(2 * b_lo + 1) * (int64_t)(C::BM * C::BN) + e];
+    for (int64_t b = b_lo + 1; b <= b_hi; b++)
+        v = dbuf_add(v, *(const float4 *)&s.part[2 * b * (int64_t)(C::BM * C::BN) + e]);
+    gemm_store4(p, cvec, i, j, v);
 }
 
 /* T: float, or float4 when the workspace and C are 16-byte aligned and m·n % 4 == 0. stride:
@@ -638,8 +738,118 @@ static cudaError_t dbuf_run(const gemm_args<float> &p, const dbuf_plan &pl, int 
     }
 }
 
+/* ---- tail stream-K: plan and launch (big, no split) ------------------------------------------
+ * bs == 0: not shared (run dbuf_big's whole tiles as before). The rule, as symtile's
+ * s32_make_plan: whole tiles cost waves·kt k-tiles; sharing the last wave costs
+ * (waves-1)·kt + ⌈tail·kt/bs⌉ + 1 k-tiles (the +1: a second tile's pipeline restart) plus the
+ * fixup (the slots written and read back, the shared tiles of C read and written, at 2.5 TB/s)
+ * and DBUF_SK_US of launches; a k-tile timed at DBUF_FMA_US. Shared when that predicts >= 1%
+ * less. Measured (H100, NOTES-gemm.md "Tail stream-K"): the real gain is about half of this
+ * prediction, because whole tiles' partial last wave runs faster than a full one (about
+ * (0.5 + 0.5·fill) of its time); refitting the rule with that term is still to do. */
+#define DBUF_SK_US 8.0
+typedef struct {
+    int64_t dp, tiles, kt, bs;
+} dbuf_sk_plan;
+
+enum { DBUF_SK_AUTO = 0, DBUF_SK_NEVER = 1, DBUF_SK_FORCE = 2 };
+
+static dbuf_sk_plan dbuf_sk_make(const gemm_args<float> &p, int sms, int mode)
+{
+    typedef dbuf_big C;
+    dbuf_sk_plan k = {0, 0, 0, 0};
+    if (mode == DBUF_SK_NEVER || p.k <= 0)
+        return k;
+    const int64_t tiles = gemm_cdiv(p.m, C::BM) * gemm_cdiv(p.n, C::BN), kt = gemm_cdiv(p.k, C::BK);
+    const int64_t slots = (int64_t)sms * dbuf_resident<C>();
+    const int64_t waves = gemm_cdiv(tiles, slots), dp = (waves - 1) * slots, tail = tiles - dp;
+    const int64_t bs = slots < tail * kt ? slots : tail * kt;
+    if (bs <= tail || tiles > INT32_MAX)
+        return k; /* one unit per tile (kt == 1): nothing to share */
+    const double tile = (double)C::BM * C::BN * 4.0;
+    const double kt_us = (double)C::BM * C::BN * C::BK / DBUF_FMA_US;
+    const double tiles_us = (double)waves * kt * kt_us;
+    const double fix_us = ((double)(bs + tail) * 2.0 * tile + 2.0 * (double)tail * tile) / 2.5e6 + DBUF_SK_US;
+    const double tail_us = ((double)(waves - 1) * kt + (double)gemm_cdiv(tail * kt, bs) + 1.0) * kt_us + fix_us;
+    if (mode == DBUF_SK_AUTO && !(tail_us < 0.99 * tiles_us))
+        return k;
+    k.dp = dp, k.tiles = tiles, k.kt = kt, k.bs = bs;
+    return k;
+}
+
+static int64_t dbuf_sk_bytes(const dbuf_sk_plan &k)
+{
+    return k.bs > 0 ? 2 * k.bs * (int64_t)dbuf_big::BM * dbuf_big::BN * (int64_t)sizeof(float) : 0;
+}
+
+template <typename C, bool TA, bool TB, bool VEC>
+static cudaError_t dbuf_sk_go(const gemm_args<float> &p, const dbuf_sk_plan &k, float *work, cudaStream_t s,
+                              int parts)
+{
+    static bool opted_in = false;
+    if (!opted_in) {
+        cudaError_t e = cudaFuncSetAttribute(gemm_dbuf_kernel<C, TA, TB, VEC, false>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(gemm_dbuf_sk_kernel<C, TA, TB, VEC>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+        if (e != cudaSuccess)
+            return e;
+        opted_in = true;
+    }
+    const bool cvec = gemm_vec_ok(p.c, p.n);
+    if (k.dp > 0 && (parts & 1)) { /* the whole waves: today's kernel over the first dp tiles of the same order */
+        gemm_dbuf_kernel<C, TA, TB, VEC, false><<<(unsigned)k.dp, C::NT, C::SMEM, s>>>(p, cvec, NULL, 0);
+        cudaError_t e = gemm_launched();
+        if (e != cudaSuccess)
+            return e;
+    }
+    if (!(parts & 2))
+        return cudaSuccess;
+    const dbuf_sk_args a = {work, k.dp, k.tiles, k.kt, k.bs};
+    gemm_dbuf_sk_kernel<C, TA, TB, VEC><<<(unsigned)k.bs, C::NT, C::SMEM, s>>>(p, cvec, a);
+    cudaError_t e = gemm_launched();
+    if (e != cudaSuccess)
+        return e;
+    constexpr int PER_TILE = C::BM * C::BN / 4 / DBUF_FIX_THREADS;
+    dbuf_sk_fixup<C><<<(unsigned)((k.tiles - k.dp) * PER_TILE), DBUF_FIX_THREADS, 0, s>>>(p, cvec, a);
+    return gemm_launched();
+}
+
+template <bool TA, bool TB>
+static cudaError_t dbuf_sk_vec_or_not(const gemm_args<float> &p, const dbuf_sk_plan &k, float *work, cudaStream_t s,
+                                      int parts)
+{
+    if (gemm_vec_ok(p.a, p.lda) && gemm_vec_ok(p.b, p.ldb))
+        return dbuf_sk_go<dbuf_big, TA, TB, true>(p, k, work, s, parts);
+    return dbuf_sk_go<dbuf_big, TA, TB, false>(p, k, work, s, parts);
+}
+
+/* parts: 1 the whole waves, 2 the shared tail and its fixup, 3 both (anything but 3: timing only) */
+static cudaError_t dbuf_sk_run(const gemm_args<float> &p, const dbuf_sk_plan &k, void *work, cudaStream_t s,
+                               int parts = 3)
+{
+    float *w = (float *)work;
+    if (!p.ta && !p.tb)
+        return dbuf_sk_vec_or_not<false, false>(p, k, w, s, parts);
+    if (p.ta && !p.tb)
+        return dbuf_sk_vec_or_not<true, false>(p, k, w, s, parts);
+    if (!p.ta && p.tb)
+        return dbuf_sk_vec_or_not<false, true>(p, k, w, s, parts);
+    return dbuf_sk_vec_or_not<true, true>(p, k, w, s, parts);
+}
+
+/* The tail plan for a launch whose plan is pl: only big without a split. */
+static dbuf_sk_plan dbuf_sk_for(const gemm_args<float> &p, const dbuf_plan &pl, int sms, int mode)
+{
+    dbuf_sk_plan none = {0, 0, 0, 0};
+    return pl.cfg == DBUF_BIG && pl.slices == 1 ? dbuf_sk_make(p, sms, mode) : none;
+}
+
 /* The shipped choice: split K only into a workspace that holds the plan's partials; with none,
- * or one too small (the caller sized it for another GPU), the best plan without a split. */
+ * or one too small (the caller sized it for another GPU), the best plan without a split. Big
+ * without a split shares its last wave (tail stream-K) where the rule says so and the workspace
+ * holds the slots (16-byte aligned); otherwise whole tiles as before. */
 static cudaError_t dbuf_auto(const gemm_args<float> &p, void *work, size_t work_bytes, cudaStream_t s)
 {
     dbuf_plan pl;
@@ -647,7 +857,14 @@ static cudaError_t dbuf_auto(const gemm_args<float> &p, void *work, size_t work_
     cudaError_t e = dbuf_plan_for(p, work != NULL, DBUF_AUTO, 0, &pl, &sms);
     if (e == cudaSuccess && (uint64_t)dbuf_work_of(p, pl) > work_bytes)
         e = dbuf_plan_for(p, false, DBUF_AUTO, 0, &pl, &sms);
-    return e != cudaSuccess ? e : dbuf_run(p, pl, sms, work, s);
+    if (e != cudaSuccess)
+        return e;
+    if (work != NULL && gemm_aligned16(work)) {
+        const dbuf_sk_plan k = dbuf_sk_for(p, pl, sms, DBUF_SK_AUTO);
+        if (k.bs > 0 && (uint64_t)dbuf_sk_bytes(k) <= work_bytes)
+            return dbuf_sk_run(p, k, work, s);
+    }
+    return dbuf_run(p, pl, sms, work, s);
 }
 
 static cudaError_t dbuf_pick(const cr_gemm_dev *g, cr_dtype dt, int variant, gemm_args<float> *p)
@@ -686,8 +903,8 @@ extern "C" cudaError_t cr_cuda_gemm_dbuf(const cr_gemm_dev *g, cr_dtype dt, cuda
     return cr_cuda_gemm_dbuf_ws(g, dt, NULL, 0, s);
 }
 
-/* The workspace cr_cuda_gemm_dbuf_ws splits into for g on the current device: 0 when it would
- * not split (or cannot run g at all). Pointers in g are not looked at. */
+/* The workspace cr_cuda_gemm_dbuf_ws uses for g on the current device: the split-K partials, or
+ * the tail stream-K slots, or 0 when it needs none (or cannot run g at all). Pointers in g are not looked at. */
 extern "C" size_t cr_cuda_gemm_dbuf_work_bytes(const cr_gemm_dev *g, cr_dtype dt)
 {
     if (!g || dt != CR_DT_F32 || g->m <= 0 || g->n <= 0 || g->k <= 0)
@@ -700,7 +917,9 @@ extern "C" size_t cr_cuda_gemm_dbuf_work_bytes(const cr_gemm_dev *g, cr_dtype dt
     if (dbuf_pick(&shape, dt, 0, &p) != cudaSuccess ||
         dbuf_plan_for(p, true, DBUF_AUTO, 0, &pl, &sms) != cudaSuccess)
         return 0;
-    return (size_t)dbuf_work_of(p, pl);
+    if (pl.slices > 1)
+        return (size_t)dbuf_work_of(p, pl);
+    return (size_t)dbuf_sk_bytes(dbuf_sk_for(p, pl, sms, DBUF_SK_AUTO)); /* the tail's slots, or 0 */
 }
 
 /* Tuning and test hook (bench/gemm.cu, tests/gpu/gemm.cu): configuration cfg (0: the model's
@@ -751,4 +970,53 @@ extern "C" cudaError_t cr_cuda_gemm_dbuf_plan(const cr_gemm_dev *g, int *cfg, in
     *cfg = pl.cfg;
     *slices = (int)pl.slices;
     return e;
+}
+
+/* Test and bench hook (not in cuda_kernels.h): big's schedule forced. mode 0: as
+ * cr_cuda_gemm_dbuf_ws; 1: big, whole tiles (today's path, no split); 2: big with the last wave
+ * shared whatever the rule says (whole tiles where K has one k-tile); 3 and 4: mode 2's whole
+ * waves alone, its shared tail (and fixup) alone: for timing the parts, C left incomplete. The slots must fit
+ * work_bytes (cr_cuda_gemm_dbuf_tail_bytes): cudaErrorInvalidValue otherwise. */
+extern "C" cudaError_t cr_cuda_gemm_dbuf_tail(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
+                                              cudaStream_t s, int mode)
+{
+    gemm_args<float> p;
+    cudaError_t e = dbuf_pick(g, dt, mode == 0 ? 0 : DBUF_BIG, &p);
+    if (e == cudaErrorNotReady)
+        return cudaSuccess;
+    if (e != cudaSuccess)
+        return e;
+    if (mode == 0)
+        return dbuf_auto(p, work, work_bytes, s);
+    if (mode < 0 || mode > 4)
+        return cudaErrorInvalidValue;
+    dbuf_plan pl;
+    int sms = 0;
+    e = dbuf_plan_for(p, false, DBUF_BIG, 1, &pl, &sms);
+    if (e != cudaSuccess)
+        return e;
+    const dbuf_sk_plan k = dbuf_sk_for(p, pl, sms, mode >= 2 ? DBUF_SK_FORCE : DBUF_SK_NEVER);
+    if (k.bs == 0)
+        return dbuf_run(p, pl, sms, NULL, s);
+    if ((uint64_t)dbuf_sk_bytes(k) > work_bytes || !gemm_aligned16(work))
+        return cudaErrorInvalidValue;
+    return dbuf_sk_run(p, k, work, s, mode == 3 ? 1 : mode == 4 ? 2 : 3);
+}
+
+/* The slots cr_cuda_gemm_dbuf_tail(mode) needs for g (0: none). */
+extern "C" size_t cr_cuda_gemm_dbuf_tail_bytes(const cr_gemm_dev *g, int mode)
+{
+    if (!g || g->m <= 0 || g->n <= 0 || g->k <= 0)
+        return 0;
+    if (mode == 0)
+        return cr_cuda_gemm_dbuf_work_bytes(g, CR_DT_F32);
+    cr_gemm_dev shape = *g;
+    shape.a = shape.b = shape.c = (void *)16;
+    gemm_args<float> p;
+    dbuf_plan pl;
+    int sms = 0;
+    if (dbuf_pick(&shape, CR_DT_F32, DBUF_BIG, &p) != cudaSuccess ||
+        dbuf_plan_for(p, false, DBUF_BIG, 1, &pl, &sms) != cudaSuccess)
+        return 0;
+    return (size_t)dbuf_sk_bytes(dbuf_sk_for(p, pl, sms, mode >= 2 ? DBUF_SK_FORCE : DBUF_SK_NEVER));
 }

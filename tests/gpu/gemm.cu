@@ -58,6 +58,12 @@ static cudaError_t dbuf_ws_short(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t
 static cudaError_t dbuf_split_big(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 static cudaError_t dbuf_split_mid(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 static cudaError_t dbuf_split_small(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
+/* dbuf big's tail stream-K (gemm_dbuf.cu): mode 2 shares the last wave's tiles among one wave of
+ * blocks whatever the rule says (dbuf-tail), into G.work */
+extern "C" cudaError_t cr_cuda_gemm_dbuf_tail(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
+                                              cudaStream_t s, int mode);
+extern "C" size_t cr_cuda_gemm_dbuf_tail_bytes(const cr_gemm_dev *g, int mode);
+static cudaError_t dbuf_tail(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s);
 
 /* the same for gemm_tc.cu: 1..3 force its big, mid, small tiles (F32 runs the TF32 kernel) */
 extern "C" cudaError_t cr_cuda_gemm_tc_variant(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s, int variant);
@@ -87,6 +93,7 @@ static const kernel_entry kernels[] = {
     {"dbuf-small", dbuf_small, KT_F32, false},         {"dbuf-ws", dbuf_ws, KT_F32, false},
     {"dbuf-ws-short", dbuf_ws_short, KT_F32, false},   {"dbuf-split-big", dbuf_split_big, KT_F32, false},
     {"dbuf-split-mid", dbuf_split_mid, KT_F32, false}, {"dbuf-split-small", dbuf_split_small, KT_F32, false},
+    {"dbuf-tail", dbuf_tail, KT_F32, false},
     {"tc-tf32", cr_cuda_gemm_tc_tf32, KT_TF32, false}, {"tc-3xtf32", cr_cuda_gemm_3xtf32, KT_F32, false},
     {"tc-tf32-big", tc_big, KT_TF32, false},           {"tc-tf32-mid", tc_mid, KT_TF32, false},
     {"tc-tf32-small", tc_small, KT_TF32, false},       {"tc", cr_cuda_gemm_tc, KT_HALF, false},
@@ -461,6 +468,40 @@ static cudaError_t dbuf_split_small(const cr_gemm_dev *g, cr_dtype dt, cudaStrea
     return cr_cuda_gemm_dbuf_split(g, dt, G.work, G.work_bytes, s, 3, 7);
 }
 
+static cudaError_t dbuf_tail(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s)
+{
+    return cr_cuda_gemm_dbuf_tail(g, dt, G.work, G.work_bytes, s, 2);
+}
+
+/* big with a partial last wave (on 132 SMs: 144 tiles of 256×128 with each of the 12 tail tiles
+ * in 11 parts; 144 tiles with 19 k-tiles; 150 tiles with 4 k-tiles: 72 blocks of one unit; 289
+ * tiles: two whole waves then 25 tiles over 132 blocks), odd sizes, run with split_combos */
+static const int64_t tail_shapes[][3] = {{2300, 2000, 517}, {1999, 2177, 300}, {2560, 1920, 64}, {4100, 2050, 1000}};
+
+/* dbuf-tail must actually share (the slots it asks for are non-zero), give the same bits twice,
+ * and the registry's rule must take the tail schedule at 4096³ and 8192³ (report only: the rule
+ * may refuse on a GPU whose last wave is nearly full). */
+static void check_tail(const kernel_entry *ke)
+{
+    for (size_t i = 0; i < sizeof tail_shapes / sizeof tail_shapes[0]; i++) {
+        gcase c = {tail_shapes[i][0], tail_shapes[i][1], tail_shapes[i][2], false, false, 1.0, 0.0, false};
+        cr_gemm_dev g = {c.m, c.n, c.k, false, false, 1.0, 0.0, G.a, G.b, G.c};
+        size_t bytes = cr_cuda_gemm_dbuf_tail_bytes(&g, 2);
+        char msg[96];
+        snprintf(msg, sizeof msg, "forced tail slots %zu bytes: shares", bytes);
+        report(bytes > 0, ke->name, CR_DT_F32, &c, msg);
+        check_repeatable_mnk(ke, CR_DT_F32, c.m, c.n, c.k);
+    }
+    const int64_t sq[] = {4096, 8192};
+    for (size_t i = 0; i < 2; i++) {
+        cr_gemm_dev g = {sq[i], sq[i], sq[i], false, false, 1.0, 0.0, G.a, G.b, G.c};
+        cr_task t = gemm_task_of(&g, CR_DT_F32);
+        printf("note: registry scratch at %lld^3: %llu bytes (%s)\n", (long long)sq[i],
+               (unsigned long long)cr_cuda_scratch_gemm_dbuf(&t),
+               cr_cuda_scratch_gemm_dbuf(&t) ? "tail shared" : "whole tiles");
+    }
+}
+
 /* The rule must split the split shapes (with the scratch the registry asks for), and the same
  * inputs must give the same bits twice through the split path. */
 static void check_split_rule(const kernel_entry *ke)
@@ -489,6 +530,13 @@ static void run_kernel(const kernel_entry *ke, cr_dtype dt)
         for (size_t i = 0; i < sizeof split_shapes / sizeof split_shapes[0]; i++)
             for (size_t j = 0; j < sizeof split_combos / sizeof split_combos[0]; j++) {
                 gcase c = {split_shapes[i][0], split_shapes[i][1], split_shapes[i][2], split_combos[j].ta,
+                           split_combos[j].tb, split_combos[j].alpha, split_combos[j].beta, split_combos[j].unaligned};
+                run_case(ke, dt, &c);
+            }
+    if (ke->fn == dbuf_tail || ke->fn == dbuf_ws)
+        for (size_t i = 0; i < sizeof tail_shapes / sizeof tail_shapes[0]; i++)
+            for (size_t j = 0; j < sizeof split_combos / sizeof split_combos[0]; j++) {
+                gcase c = {tail_shapes[i][0], tail_shapes[i][1], tail_shapes[i][2], split_combos[j].ta,
                            split_combos[j].tb, split_combos[j].alpha, split_combos[j].beta, split_combos[j].unaligned};
                 run_case(ke, dt, &c);
             }
@@ -674,6 +722,12 @@ int main(int argc, char **argv)
             if (kernels[i].fn == dbuf_ws)
                 ws = &kernels[i];
         check_split_rule(ws);
+        check_repeatable_mnk(ws, CR_DT_F32, 4096, 4096, 4096); /* the rule's tail schedule, if taken */
+    }
+    if (wanted("dbuf-tail")) {
+        for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+            if (kernels[i].fn == dbuf_tail)
+                check_tail(&kernels[i]);
     }
     if (wanted("wgmma")) {
         forced_wgmma(&wgmma_entry, CR_DT_F16);
