@@ -417,7 +417,6 @@ def tolerance(dtype, k, precision="fp32"):
 def triton_client(daemon):
     """NVIDIA's tritonclient.http client on the daemon's port (the tests' timeouts), closed after;
     skips the test where the package is missing."""
-    import pytest
     tc = pytest.importorskip("tritonclient.http")
     c = tc.InferenceServerClient(f"127.0.0.1:{daemon.port}", network_timeout=HTTP_TIMEOUT_S,
                                  connection_timeout=HTTP_TIMEOUT_S)
