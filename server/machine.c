@@ -112,15 +112,18 @@ void cr_machine_read(cr_machine *m)
 
 static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* GPU: the HTTP threads parse and encode (the CPU work of a request), so one per CPU; workers
- * mostly wait on the device and keep two batches in flight each, so a few per device suffice.
+/* GPU: workers mostly wait on the device and keep two batches in flight each, so a few per
+ * device suffice; each still wants a core when a batch completes, and the HTTP threads (the CPU
+ * work of a request: parse and encode) take the rest. One HTTP thread per CPU on top of the
+ * workers only made them queue for cores: on the 16-core H100 machine 12 threads served the
+ * small rows of bench-load 5-20% faster than 16 and never slower (docs/operations.md).
  * CPU backend: workers compute, sharing the cores with OpenBLAS's threads (cpu_backend.c). */
 void cr_config_size(cr_config *c, const cr_machine *m, bool gpu)
 {
-    if (!c->http_threads)
-        c->http_threads = clamp(m->cpus, 2, 64);
     if (!c->workers)
         c->workers = gpu ? clamp(m->cpus / 4, 2, 4) : clamp(m->cpus / 2, 2, 32);
+    if (!c->http_threads)
+        c->http_threads = clamp(gpu ? m->cpus - c->workers : m->cpus, 2, 64);
     if (c->batch_max < 0)
         c->batch_max = gpu ? 32 : 0; /* on the CPU a batch saves no launch: it only serialises */
     /* The other quarter: code, libraries, stacks, per-connection buffers, the CUDA context. */

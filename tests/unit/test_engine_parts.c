@@ -120,7 +120,7 @@ static void test_machine_sizing(void)
     cr_machine m = {.online = 16, .affinity = 16, .quota = 0, .cpus = 16};
     cr_config gpu = {.batch_max = -1}, cpu = {.batch_max = -1}, set = {.workers = 7, .http_threads = 3, .batch_max = 0};
     cr_config_size(&gpu, &m, true);
-    CHECK(gpu.http_threads == 16 && gpu.workers == 4 && gpu.batch_max == 32);
+    CHECK(gpu.http_threads == 12 && gpu.workers == 4 && gpu.batch_max == 32); /* a core per worker */
     cr_config_size(&cpu, &m, false);
     CHECK(cpu.http_threads == 16 && cpu.workers == 8 && cpu.batch_max == 0);
     cr_config_size(&set, &m, true); /* what was set stays */
