@@ -427,7 +427,7 @@ def main():
 
     keys = ["row", "conns", "threads", "body_bytes"]
     for prefix in ("crunchd", "alt"):
-        keys += [f"{prefix}_{k}" for k in ("jobs_s", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+        keys += [f"{prefix}_{k}" for k in ("jobs_s", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms",
                                            "non2xx", "socket_errors", "requests", "codes", "note")]
     keys += ["ratio", *machine]
     out_csv.parent.mkdir(parents=True, exist_ok=True)

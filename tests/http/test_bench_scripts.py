@@ -1,0 +1,34 @@
+"""make bench-load end to end at its smallest: one row, one connection, one second, both servers
+(the alternative when aiohttp is installed). The benchmark runs for many minutes on the GPU
+machine, where a crash at the end (a CSV column the header lacked did that once) loses the
+whole run; here it must finish, write its CSV and plot, and fill the columns the plots read."""
+import csv
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BACKEND, BIN, ROOT, SLOW
+
+
+@pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed (make deps installs it)")
+def test_bench_load_writes_its_csv(tmp_path):
+    env = os.environ | {"CRUNCHD_BIN": BIN, "CRUNCHD_BACKEND": BACKEND, "BENCH_LOAD_ROWS": "gemm16_json",
+                        "BENCH_LOAD_CONNS": "1", "BENCH_LOAD_SECONDS": "1", "BENCH_LOAD_WARMUP": "0",
+                        "BENCH_LOAD_ALT_WORKERS": "1"}
+    out = tmp_path / "load.csv"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_load.py"), str(pathlib.Path(BIN).parent),
+                        str(out)], env=env, capture_output=True, text=True, timeout=180 * SLOW)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "targets (64 connections)" in r.stdout
+    rows = list(csv.DictReader(out.open()))
+    assert [(x["row"], x["conns"]) for x in rows] == [("gemm16_json", "1")]
+    row = rows[0]
+    assert float(row["crunchd_jobs_s"]) > 0 and float(row["crunchd_mean_ms"]) > 0
+    assert float(row["crunchd_p50_ms"]) <= float(row["crunchd_p99_ms"])
+    assert row["backend"] == BACKEND
+    if row["alt_jobs_s"]:  # aiohttp present: the ratio is the row's point
+        assert float(row["ratio"]) == pytest.approx(float(row["crunchd_jobs_s"]) / float(row["alt_jobs_s"]), rel=1e-4)
