@@ -296,12 +296,28 @@ extern "C" size_t cr_cuda_ata_symtile_variant_work_bytes(const cr_ata_dev *t, cr
     }
 SYM_VARIANT(1) SYM_VARIANT(10) SYM_VARIANT(20) SYM_VARIANT(22) SYM_VARIANT(23) SYM_VARIANT(24)
 SYM_VARIANT(25) SYM_VARIANT(26) SYM_VARIANT(27) SYM_VARIANT(14) SYM_VARIANT(1620) SYM_VARIANT(110)
+SYM_VARIANT(17) SYM_VARIANT(18) SYM_VARIANT(28) SYM_VARIANT(19) SYM_VARIANT(29) SYM_VARIANT(429)
+SYM_VARIANT(10029) SYM_VARIANT(20019) SYM_VARIANT(20029) SYM_VARIANT(30029) SYM_VARIANT(20829) SYM_VARIANT(328)
+SYM_VARIANT(10019) SYM_VARIANT(10829) SYM_VARIANT(40029) SYM_VARIANT(50029)
+/* c8/c9: the wide 256×128 kernel (its vector path when n % 4 == 0, else the 128² kernel): c8
+ * dbuf big's register-staged loop, c9 cp.async; variant / 100 = 100·sub + g: g bands per group
+ * of the tile order (0: band by band), sub the c9 configuration (0: 3 stages of BK 16, 1: 4
+ * stages (shipped from n = 1536 on), 2: 3 stages of BK 32, 3: 2 stages of BK 32, 4: 5 stages,
+ * 5: 6 stages) */
 static const struct { const char *name; cr_ata_launcher fn; int variant; } sym_variants[] = {
     {"symtile:8x8", sym_v1, 1},          {"symtile:tiles", sym_v10, 10},      {"symtile:shared", sym_v20, 20},
     {"symtile:shared-c2", sym_v22, 22},  {"symtile:shared-c3", sym_v23, 23},  {"symtile:shared-c4", sym_v24, 24},
     {"symtile:shared-c5", sym_v25, 25},  {"symtile:shared-c6", sym_v26, 26},  {"symtile:shared-c7", sym_v27, 27},
     {"symtile:tiles-c4", sym_v14, 14},   {"symtile:shared-g16", sym_v1620, 1620}, {"symtile:tiles-g1", sym_v110, 110},
+    {"symtile:tiles-c7", sym_v17, 17},   {"symtile:tiles-c8", sym_v18, 18},   {"symtile:shared-c8", sym_v28, 28},
+    {"symtile:tiles-c9", sym_v19, 19},   {"symtile:shared-c9", sym_v29, 29},  {"symtile:shared-c9g4", sym_v429, 429},
+    {"symtile:shared-c9s1", sym_v10029, 10029}, {"symtile:tiles-c9s2", sym_v20019, 20019},
+    {"symtile:shared-c9s2", sym_v20029, 20029}, {"symtile:shared-c9s3", sym_v30029, 30029},
+    {"symtile:shared-c9s2g8", sym_v20829, 20829}, {"symtile:shared-c8g3", sym_v328, 328},
+    {"symtile:tiles-c9s1", sym_v10019, 10019},  {"symtile:shared-c9s1g8", sym_v10829, 10829},
+    {"symtile:shared-c9s4", sym_v40029, 40029}, {"symtile:shared-c9s5", sym_v50029, 50029},
 };
+static bool sym_both_trans(int v) { return v == 10 || v == 20 || v == 18 || v == 28 || v == 10029 || v == 10019; }
 
 static size_t ata_work_bytes(const cr_ata_dev *d, cr_dtype dt, cr_ata_launcher fn)
 {
@@ -335,6 +351,15 @@ static void check_symtile_repeat(cr_ata_launcher fn, const char *name, int64_t m
              cuda_ok(cudaMemcpy((run ? c2 : c1).data(), dc, c1.size() * 4, cudaMemcpyDeviceToHost), what);
     if (ok)
         expect(memcmp(c1.data(), c2.data(), c1.size() * 4) == 0, what);
+    if (ok) { /* and exactly symmetric */
+        int64_t asym = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = i + 1; j < n; j++)
+                asym += memcmp(&c1[i * n + j], &c1[j * n + i], 4) != 0;
+        snprintf(what, sizeof what, "ata %s f32 m=%lld n=%lld trans=%d: C bit-symmetric", name, (long long)m,
+                 (long long)n, trans);
+        expect(asym == 0, what);
+    }
     cudaFree(da);
     cudaFree(dc);
     cudaFree(work);
@@ -342,8 +367,12 @@ static void check_symtile_repeat(cr_ata_launcher fn, const char *name, int64_t m
 
 static void test_ata_symtile_f32(void)
 {
+    /* n % 4 == 0 runs the wide kernel's variants for real: 2816 (22 blocks of 128: 11 bands), 260 (3
+     * blocks: a band of one, a pair tile with one block), 1000, 4096, 300, 2820 (an odd 23rd block),
+     * 1412 (12 blocks, the last 4 columns wide), 388 (4 blocks: 2 pairs' worth, one pair tile) */
     static const int64_t shapes[][2] = {{33, 2815}, {37, 2816}, {31, 2817}, {4100, 260}, {2049, 513}, {1, 1500},
-                                        {1100, 1000}, {777, 1031}, {3, 4096}, {40, 4097}, {0, 300}, {5, 3}};
+                                        {1100, 1000}, {777, 1031}, {3, 4096}, {40, 4097}, {0, 300}, {5, 3},
+                                        {19, 2820}, {301, 1412}, {2000, 388}};
     for (auto &sh : shapes) {
         int64_t m = sh[0], n = sh[1];
         std::vector<double> a(m * n);
@@ -353,7 +382,7 @@ static void test_ata_symtile_f32(void)
         for (int trans = 0; trans < 2; trans++) {
             check_ata<float>("symtile", cr_cuda_ata_symtile, m, n, trans, a, ref);
             for (auto &v : sym_variants)
-                if (trans == 0 || v.variant == 10 || v.variant == 20)
+                if (trans == 0 || sym_both_trans(v.variant))
                     check_ata<float>(v.name, v.fn, m, n, trans, a, ref);
         }
     }
@@ -361,7 +390,64 @@ static void test_ata_symtile_f32(void)
         check_symtile_repeat(cr_cuda_ata_symtile, "symtile", 2049, 1000, trans);
         check_symtile_repeat(sym_v20, "symtile:shared", 3001, 2050, trans);
         check_symtile_repeat(sym_v10, "symtile:tiles", 300, 2050, trans);
+        check_symtile_repeat(sym_v28, "symtile:shared-c8", 3001, 2048, trans);
+        check_symtile_repeat(sym_v28, "symtile:shared-c8", 2049, 1412, trans);
+        check_symtile_repeat(sym_v18, "symtile:tiles-c8", 300, 2820, trans);
+        check_symtile_repeat(sym_v29, "symtile:shared-c9", 1999, 1000, trans);
+        check_symtile_repeat(sym_v20029, "symtile:shared-c9s2", 2049, 2048, trans);
+        check_symtile_repeat(cr_cuda_ata_symtile, "symtile", 1999, 2048, trans); /* the wide kernel, shared */
+        check_symtile_repeat(cr_cuda_ata_symtile, "symtile", 33, 4100, trans);
+        check_symtile_repeat(sym_v10019, "symtile:tiles-c9s1", 300, 1540, trans);
     }
+}
+
+/* The wide kernel takes A and C 16-byte aligned only: with A or C 4 bytes off (n = 1540 >= S32W_MIN_N,
+ * n % 4 == 0) the shipped symtile and forced c9 fall back to the 128² kernel's scalar path. */
+static void test_ata_symtile_unaligned(void)
+{
+    const int64_t m = 37, n = 1540;
+    std::vector<double> a(m * n);
+    for (auto &x : a)
+        x = (double)(float)uniform(-1.0, 1.0);
+    ata_ref ref = reference_ata(a, m, n);
+    std::vector<float> host_a(m * n), host_c(n * n);
+    for (int64_t x = 0; x < m * n; x++)
+        host_a[x] = (float)a[x];
+    static const struct { const char *name; cr_ata_launcher fn; } runs[] = {
+        {"symtile", cr_cuda_ata_symtile}, {"symtile:shared-c9s1", sym_v10029}, {"symtile:tiles-c9s1", sym_v10019}};
+    for (int off = 0; off < 3; off++) /* 0: A 4 bytes off, 1: C, 2: both */
+        for (auto &r : runs) {
+            char what[128];
+            snprintf(what, sizeof what, "ata %s f32 m=%lld n=%lld %s 4 bytes off 16-byte alignment", r.name,
+                     (long long)m, (long long)n, off == 0 ? "A" : off == 1 ? "C" : "A and C");
+            float *da = NULL, *dc = NULL;
+            void *work = NULL;
+            cr_ata_dev d = {m, n, false, NULL, NULL, NULL};
+            size_t wb = ata_work_bytes(&d, CR_DT_F32, r.fn);
+            bool ok = cuda_ok(cudaMalloc(&da, (host_a.size() + 4) * 4), what) &&
+                      cuda_ok(cudaMalloc(&dc, (host_c.size() + 4) * 4), what) &&
+                      (wb == 0 || (cuda_ok(cudaMalloc(&work, wb), what) && cuda_ok(cudaMemset(work, 0xff, wb), what)));
+            float *pa = da + (off != 1), *pc = dc + (off != 0);
+            ok = ok && cuda_ok(cudaMemcpy(pa, host_a.data(), host_a.size() * 4, cudaMemcpyHostToDevice), what) &&
+                 cuda_ok(cudaMemset(pc, 0xff, host_c.size() * 4), what);
+            d.a = pa;
+            d.c = pc;
+            d.work = work;
+            ok = ok && cuda_ok(r.fn(&d, CR_DT_F32, 0), what) &&
+                 cuda_ok(cudaMemcpy(host_c.data(), pc, host_c.size() * 4, cudaMemcpyDeviceToHost), what);
+            if (ok) {
+                int64_t bad = 0;
+                for (int64_t x = 0; x < n * n; x++) {
+                    double err = fabs((double)host_c[x] - ref.c[x]);
+                    if (!(err <= 2.0 * (double)(m + 2) * 5.96e-8 * ref.s[x] + 1e-300))
+                        bad++;
+                }
+                expect(bad == 0, what);
+            }
+            cudaFree(da);
+            cudaFree(dc);
+            cudaFree(work);
+        }
 }
 
 /* NaN at A[k0][i0] and +Inf at A[k1][i1] through symtile FP32 as shipped, forced to share every
@@ -372,7 +458,9 @@ static void test_ata_symtile_nonfinite(void)
 {
     const int64_t m = 300, n = 700, k0 = 7, i0 = 130, k1 = 290, i1 = 600;
     static const struct { const char *name; cr_ata_launcher fn; } runs[] = {
-        {"symtile", cr_cuda_ata_symtile}, {"symtile:shared", sym_v20}, {"symtile:tiles", sym_v10}};
+        {"symtile", cr_cuda_ata_symtile}, {"symtile:shared", sym_v20}, {"symtile:tiles", sym_v10},
+        {"symtile:shared-c8", sym_v28}, {"symtile:tiles-c8", sym_v18}, {"symtile:shared-c9", sym_v29},
+        {"symtile:shared-c9s2", sym_v20029}, {"symtile:shared-c9s1", sym_v10029}};
     for (int trans = 0; trans < 2; trans++)
         for (auto &r : runs) {
             std::vector<float> a(m * n), stored(m * n), c(n * n);
@@ -763,6 +851,7 @@ int main(void)
     test_ata_dmma_configs();
     test_ata_symtile_f32();
     test_ata_symtile_nonfinite();
+    test_ata_symtile_unaligned();
     test_hist_bytes();
     test_hist_floats_of<float>(CR_DT_F32);
     test_hist_floats_of<double>(CR_DT_F64);
