@@ -458,44 +458,63 @@ __global__ void __launch_bounds__(C::NT, 2) ata_s32_kernel(s32_args p)
  * in block order; then the tile and its mirror. A thread takes a 4×4 quad; a warp's 8×4 quads
  * store 64 contiguous bytes per row of the tile and 128 per row of the mirror. */
 #define S32_FIX_THREADS 256
-template <typename C, bool VEC>
-__global__ void __launch_bounds__(S32_FIX_THREADS) ata_s32_fixup(s32_args p, int64_t blocks)
+
+/* The blocks holding units of shared tile t: block dp + x starts at unit base + x·us/bs. Equal
+ * when one block did the whole tile and wrote it. */
+__device__ __forceinline__ void s32_tile_blocks(const s32_args &p, int64_t t, int64_t blocks, int64_t *b_lo,
+                                                int64_t *b_hi)
 {
-    constexpr int QW = C::BT / 4, PER_TILE = QW * QW / S32_FIX_THREADS;
-    const int64_t t = p.dp + blockIdx.x / PER_TILE; /* tiles below dp: their block wrote them */
-    /* the shared part: block dp + x starts at unit base + x·us/bs; the first and last block
-     * holding a unit of t */
     const int64_t base = p.dp * p.kt, us = p.units - base, bs = blocks - p.dp;
     const int64_t first = t * p.kt - base, last = first + p.kt - 1;
-    const int64_t b_lo = p.dp + ((first + 1) * bs - 1) / us, b_hi = p.dp + ((last + 1) * bs - 1) / us;
-    if (b_lo == b_hi)
-        return; /* one block did the whole tile and wrote it */
-    const int quad = (blockIdx.x % PER_TILE) * S32_FIX_THREADS + threadIdx.x, w = quad / 32, lane = quad % 32;
-    const int qr = (w / (QW / 4)) * 8 + lane % 8, qc = (w % (QW / 4)) * 4 + lane / 8;
-    int bi, bj;
-    s32_tile(t, p.nt, p.group, &bi, &bj);
-    const int64_t i = (int64_t)bi * C::BT + qr * 4, j = (int64_t)bj * C::BT + qc * 4;
+    *b_lo = p.dp + ((first + 1) * bs - 1) / us;
+    *b_hi = p.dp + ((last + 1) * bs - 1) / us;
+}
+
+/* The 4×4 quad of C at (i, j): C's value (the k = 0 part) plus the slots of blocks b_lo+1..b_hi
+ * in block order (a slot of `slot_elems` floats, rows of `row`, the quad at `qoff`), written back
+ * and, when mirror, transposed at (j, i). */
+template <bool VEC>
+__device__ __forceinline__ void s32_fix_quad(const s32_args &p, int64_t i, int64_t j, int64_t b_lo, int64_t b_hi,
+                                             int64_t slot_elems, int row, int64_t qoff, bool mirror)
+{
     float4 v[4];
 #pragma unroll
     for (int e = 0; e < 4; e++)
         v[e] = s32_get4<VEC>(p.c, p.n, i + e, j);
     for (int64_t b = b_lo + 1; b <= b_hi; b++) {
-        const float *slot = p.part + (b - p.dp) * C::BT * C::BT + (qr * 4) * C::BT + qc * 4;
+        const float *slot = p.part + (b - p.dp) * slot_elems + qoff;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            float4 s = *(const float4 *)&slot[e * C::BT];
+            float4 s = *(const float4 *)&slot[e * row];
             v[e].x += s.x, v[e].y += s.y, v[e].z += s.z, v[e].w += s.w;
         }
     }
 #pragma unroll
     for (int e = 0; e < 4; e++)
         s32_put4<VEC>(p.c, p.n, i + e, j, v[e]);
-    if (bi == bj)
+    if (!mirror)
         return;
     s32_put4<VEC>(p.c, p.n, j + 0, i, make_float4(v[0].x, v[1].x, v[2].x, v[3].x));
     s32_put4<VEC>(p.c, p.n, j + 1, i, make_float4(v[0].y, v[1].y, v[2].y, v[3].y));
     s32_put4<VEC>(p.c, p.n, j + 2, i, make_float4(v[0].z, v[1].z, v[2].z, v[3].z));
     s32_put4<VEC>(p.c, p.n, j + 3, i, make_float4(v[0].w, v[1].w, v[2].w, v[3].w));
+}
+
+template <typename C, bool VEC>
+__global__ void __launch_bounds__(S32_FIX_THREADS) ata_s32_fixup(s32_args p, int64_t blocks)
+{
+    constexpr int QW = C::BT / 4, PER_TILE = QW * QW / S32_FIX_THREADS;
+    const int64_t t = p.dp + blockIdx.x / PER_TILE; /* tiles below dp: their block wrote them */
+    int64_t b_lo, b_hi;
+    s32_tile_blocks(p, t, blocks, &b_lo, &b_hi);
+    if (b_lo == b_hi)
+        return;
+    const int quad = (blockIdx.x % PER_TILE) * S32_FIX_THREADS + threadIdx.x, w = quad / 32, lane = quad % 32;
+    const int qr = (w / (QW / 4)) * 8 + lane % 8, qc = (w % (QW / 4)) * 4 + lane / 8;
+    int bi, bj;
+    s32_tile(t, p.nt, p.group, &bi, &bj);
+    s32_fix_quad<VEC>(p, (int64_t)bi * C::BT + qr * 4, (int64_t)bj * C::BT + qc * 4, b_lo, b_hi,
+                      (int64_t)C::BT * C::BT, C::BT, (int64_t)(qr * 4) * C::BT + qc * 4, bi != bj);
 }
 
 /* The configurations (bench/NOTES-gemm.md has the measurements): k-tile depth × stages. */
@@ -1043,9 +1062,8 @@ __global__ void __launch_bounds__(S32_FIX_THREADS) ata_s32w_fixup(s32_args p, in
 {
     constexpr int QC = C::BN / 4, PER_TILE = (C::BM / 4) * QC / S32_FIX_THREADS;
     const int64_t t = p.dp + blockIdx.x / PER_TILE;
-    const int64_t base = p.dp * p.kt, us = p.units - base, bs = blocks - p.dp;
-    const int64_t first = t * p.kt - base, last = first + p.kt - 1;
-    const int64_t b_lo = p.dp + ((first + 1) * bs - 1) / us, b_hi = p.dp + ((last + 1) * bs - 1) / us;
+    int64_t b_lo, b_hi;
+    s32_tile_blocks(p, t, blocks, &b_lo, &b_hi);
     if (b_lo == b_hi)
         return;
     const int quad = (blockIdx.x % PER_TILE) * S32_FIX_THREADS + threadIdx.x, w = quad / 32, lane = quad % 32;
@@ -1055,28 +1073,8 @@ __global__ void __launch_bounds__(S32_FIX_THREADS) ata_s32w_fixup(s32_args p, in
     bool mirror;
     int boff;
     s32w_place(g, qr * 4, &i0, &j0, &mirror, &boff);
-    const int64_t i = i0 + qr * 4, j = j0 + qc * 4;
-    float4 v[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-        v[e] = s32_get4<true>(p.c, p.n, i + e, j);
-    for (int64_t b = b_lo + 1; b <= b_hi; b++) {
-        const float *slot = p.part + (b - p.dp) * C::BM * C::BN + (qr * 4) * C::BN + qc * 4;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float4 s = *(const float4 *)&slot[e * C::BN];
-            v[e].x += s.x, v[e].y += s.y, v[e].z += s.z, v[e].w += s.w;
-        }
-    }
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-        s32_put4<true>(p.c, p.n, i + e, j, v[e]);
-    if (!mirror)
-        return;
-    s32_put4<true>(p.c, p.n, j + 0, i, make_float4(v[0].x, v[1].x, v[2].x, v[3].x));
-    s32_put4<true>(p.c, p.n, j + 1, i, make_float4(v[0].y, v[1].y, v[2].y, v[3].y));
-    s32_put4<true>(p.c, p.n, j + 2, i, make_float4(v[0].z, v[1].z, v[2].z, v[3].z));
-    s32_put4<true>(p.c, p.n, j + 3, i, make_float4(v[0].w, v[1].w, v[2].w, v[3].w));
+    s32_fix_quad<true>(p, i0 + qr * 4, j0 + qc * 4, b_lo, b_hi, (int64_t)C::BM * C::BN, C::BN,
+                       (int64_t)(qr * 4) * C::BN + qc * 4, mirror);
 }
 
 typedef s32w_cfg<0, 2> s32w_regs;  /* dbuf big's loop: 48 KB */
