@@ -2,7 +2,8 @@
  *   build/bench/ata_hist results.csv
  * AᵀA FP32 (m = n = 1024..8192): gemm (dbuf on Aᵀ·A), symtile, cuBLAS SSYRK, cuBLAS SGEMM as AᵀA.
  * AᵀA FP64 on the C2075 write-up's sizes (2000²..18000², as many as fit ~2 minutes): symtile,
- * dmma, DSYRK, DGEMM. Histograms of random bytes 1 MiB..1 GiB: global, smem, smem-vec, cub, beside a
+ * dmma, DSYRK, DGEMM (dmma against DSYRK timed in turns, below). Histograms of random bytes
+ * 1 MiB..1 GiB: global, smem, smem-vec, cub, beside a
  * device-to-device cudaMemcpy (read + write counted) measured in the same run. hist_bins: 256 MiB
  * of uniform float32 and float64 over [-1, 1], 256 to 2^20 bins (the API's default limit):
  * cub, smem-vec as dispatched and each of its paths that holds the bins (hist_smem_vec.h), and
@@ -10,7 +11,15 @@
  * Times: tools/gpu/harness.cuh (warm-up, L2 flushed before each repeat, median of the
  * repeats, fewer of them for slow runs). AᵀA rates count the full product (2·m·n²), as
  * cr_task_flops does. ratio_vs_ref = reference time / this time. SYRK is timed alone (no
- * mirror), the strictest reference. CSV columns:
+ * mirror), the strictest reference. FP64: DSYRK and dmma are timed in turns (DSYRK, dmma,
+ * DSYRK, dmma, ..., each launch after an L2 flush between its own events, medians of each), so
+ * both see the same clock state: FP64 tensor work lowers the clock of a power-bound card (an H100
+ * ran DSYRK up to 50% slower within one process), so a kernel timed alone reads the clock its
+ * place in the run left it (on an H100 the old order below read dmma / DSYRK from 5% lower to
+ * 18% higher than the turns, n = 2000-14000: bench/NOTES-gemm.md). The cublas-syrk row and
+ * every ata_f64 ratio use the DSYRK median of the turns; DGEMM and symtile are timed alone, and
+ * the old order (DSYRK alone first, dmma alone after DGEMM and symtile) is printed beside each n
+ * with the configuration dmma's dispatch picked. CSV columns:
  * sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref (hist_bins: n is the bins)
  * A third argument runs only the sweeps it names (comma-separated: ata_f32, ata_sym (symtile's
  * FP32 tuning variants), hist (hist_u8 and hist_dtypes), hist_bins, ata_f64); without it, all of
@@ -148,6 +157,52 @@ static void ata_sym_variants(int n)
     CK(cudaFree(work));
 }
 
+/* Medians of fa and fb timed in turns, fa fb fa fb ... (one warm-up of each first): each timed
+ * launch as gpu_time_median_ms times one (L2 flushed outside the span, events around the launch),
+ * so each kernel runs right after the other's launch and both see the clock state their
+ * alternation sets. At most reps turns, fewer (not under 3) once the two's times add up to
+ * budget_ms. */
+template <typename LA, typename LB>
+static void time_turns_ms(const LA &fa, const LB &fb, int reps, double budget_ms, double *ma, double *mb)
+{
+    fa();
+    fb();
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<float> va, vb;
+    double spent = 0;
+    for (int r = 0; r < reps; r++) {
+        for (int which = 0; which < 2; which++) {
+            if (timer.flush) {
+                gpu_flush_l2_kernel<<<timer.flush_blocks, 256>>>(timer.flush, timer.flush_bytes / sizeof(int4));
+                CK(cudaGetLastError());
+            }
+            CK(cudaEventRecord(timer.start, 0));
+            if (which == 0)
+                fa();
+            else
+                fb();
+            CK(cudaGetLastError());
+            CK(cudaEventRecord(timer.stop, 0));
+            CK(cudaEventSynchronize(timer.stop));
+            float x;
+            CK(cudaEventElapsedTime(&x, timer.start, timer.stop));
+            (which == 0 ? va : vb).push_back(x);
+            spent += x;
+        }
+        if (r >= 2 && spent > budget_ms)
+            break;
+    }
+    std::sort(va.begin(), va.end());
+    std::sort(vb.begin(), vb.end());
+    *ma = va[va.size() / 2];
+    *mb = vb[vb.size() / 2];
+}
+
+/* kernels/cuda/ata_dmma.cu: the configuration dmma's dispatch takes for n (1 128² tiles, 2 64²
+ * tiles, 3 pairs of 64² tiles) on the current device. */
+extern "C" int cr_cuda_ata_dmma_choice(int64_t n);
+
 static void ata_fp64(int n)
 {
     int m = n;
@@ -158,14 +213,24 @@ static void ata_fp64(int n)
     double flops = 2.0 * m * (double)n * n;
     const double one = 1, zero = 0;
     cr_ata_dev d = {m, n, false, a, c, NULL};
-    double syrk = time_ms([&] { CK(cublasDsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); }, 5, 1500);
+    auto dsyrk = [&] { CK(cublasDsyrk(blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, m, &one, a, n, &zero, c, n)); };
+    auto dmma = [&] { CK(cr_cuda_ata_dmma(&d, CR_DT_F64, 0)); };
+    /* the old order first (each alone: DSYRK, DGEMM, symtile, dmma), then DSYRK and dmma in turns */
+    double syrk_alone = time_ms(dsyrk, 5, 1500);
     double dgemm = time_ms([&] { CK(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, m, &one, a, n, a, n, &zero, c, n)); }, 5, 1500);
     double sym = time_ms([&] { CK(cr_cuda_ata_symtile(&d, CR_DT_F64, 0)); }, 5, 1500);
-    double dm = time_ms([&] { CK(cr_cuda_ata_dmma(&d, CR_DT_F64, 0)); }, 5, 1500);
+    double dm_alone = time_ms(dmma, 5, 1500);
+    double syrk = 0, dm = 0;
+    time_turns_ms(dsyrk, dmma, 10, 3000, &syrk, &dm);
     row("ata_f64", "cublas-syrk", "f64", m, n, 0, syrk, flops / syrk / 1e6, "GFLOP/s", 1.0);
     row("ata_f64", "cublas-dgemm", "f64", m, n, 0, dgemm, flops / dgemm / 1e6, "GFLOP/s", syrk / dgemm);
     row("ata_f64", "symtile", "f64", m, n, 0, sym, flops / sym / 1e6, "GFLOP/s", syrk / sym);
     row("ata_f64", "dmma", "f64", m, n, 0, dm, flops / dm / 1e6, "GFLOP/s", syrk / dm);
+    static const char *cfg_name[] = {"?", "128x128 tiles", "64x64 tiles", "pairs of 64x64 tiles"};
+    int cfg = cr_cuda_ata_dmma_choice(n);
+    printf("ata_f64    n=%-6d dmma config: %s; in turns DSYRK %.4f / dmma %.4f ms: x%.3f; old order (alone, "
+           "dmma after DGEMM and symtile) DSYRK %.4f / dmma %.4f ms: x%.3f\n",
+           n, cfg_name[cfg >= 1 && cfg <= 3 ? cfg : 0], syrk, dm, syrk / dm, syrk_alone, dm_alone, syrk_alone / dm_alone);
     if (n <= 8000 && (dmma_worst == 0 || syrk / dm < dmma_worst))
         dmma_worst = syrk / dm;
     CK(cudaFree(a));

@@ -26,12 +26,14 @@
  * rows/columns outside A are zero-filled by cp.async (src-size 0), stores are bounds-checked;
  * 16-byte copies need an even row length and a 16-byte aligned A, otherwise 8-byte copies.
  *
- * Three configurations, chosen per size by the waves each takes on this device
- * (cr_cuda_ata_dmma): 128² tiles, one block per SM, for large n; 64² tiles, several blocks per
- * SM; and pairs of 64² tiles sharing a slice (a 128×64 block with the 128² configuration's
- * warps, two blocks per SM), which covers the triangle in half-size steps: at n = 2000 it makes
- * 264 blocks, exactly one wave of two blocks on each of 132 SMs, where 128² tiles make 136
- * (two waves, the second nearly empty) and 64² tiles read A from L2 a third more often. */
+ * Three configurations, chosen per size by the work each leaves on the busiest SM of this device
+ * (cr_cuda_ata_dmma, dm_pick): 64² tiles, four blocks per SM, for most n (on an H100 the
+ * fastest from n = 2500 to 12000: 0.5-6% ahead of the 128² tiles at 4000, 10-35% elsewhere);
+ * pairs of 64² tiles sharing a slice (a 128×64 block with the 128² configuration's warps, two
+ * blocks per SM), which covers the triangle in half-size steps: at n = 2000 it makes 264
+ * blocks, exactly one wave of two blocks on each of 132 SMs, and reads A from L2 a third less
+ * often than 64² tiles; and 128² tiles, one block per SM (the fewest L2 reads per tile, but on
+ * an H100 slower per unit of work than both: kept for the tuning hook and other devices' costs). */
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/cp_async.cuh"
 
@@ -74,10 +76,12 @@ namespace {
 constexpr int DM_PAD = 4;  /* doubles: row lengths ≡ 4 mod 16, see the banks above */
 constexpr int DM_GROUP = 8; /* tile rows per group of the schedule */
 
-template <int BM_, int WM_, int WN_, int AM_, int AK_, int BK_, int STAGES_, int MINB_, int TILES_>
+template <int BM_, int WM_, int WN_, int AM_, int AK_, int BK_, int STAGES_, int MINB_, int TILES_,
+          int GROUP_ = DM_GROUP>
 struct dm_cfg {
     static constexpr int BM = BM_, WM = WM_, WN = WN_, AM = AM_, AK = AK_, BK = BK_, STAGES = STAGES_, MINB = MINB_;
     static constexpr int TILES = TILES_;                      /* tiles of C per block */
+    static constexpr int GROUP = GROUP_;                      /* tile rows per group (one tile per block) */
     static constexpr int NSL = TILES == 1 ? 2 : 3;            /* slices of A a stage holds at most */
     static constexpr int WARPS_N = BM / WN, WARPS_T = (BM / WM) * WARPS_N; /* warps per tile */
     static constexpr int THREADS = 32 * WARPS_T * TILES;
@@ -86,9 +90,8 @@ struct dm_cfg {
     static constexpr int LD_K = BM + DM_PAD;                  /* k-major slice: [BK][LD_K] */
     static constexpr int LD_I = BK + DM_PAD;                  /* i-major slice: [BM][LD_I] */
     /* a slice's doubles in a stage: one tile per block sizes it for the larger layout whichever
-     * the launch's (as measured: the 64² tiles fit 3 blocks per SM so; sized per layout, k-major
-     * ones fit 4 and ran 0-3% slower); the pairs size it per layout (the i-major stages of BK 32
-     * are 6% larger: two blocks still fit). */
+     * the launch's (the 64² tiles' two stages fit 4 blocks per SM either way); the pairs size it
+     * per layout (the i-major stages of BK 32 are 6% larger: two blocks still fit). */
     __host__ __device__ static constexpr int slice(bool trans)
     {
         return TILES == 1 && BK * LD_K < BM * LD_I ? BM * LD_I
@@ -105,13 +108,15 @@ struct dm_cfg {
 };
 
 /* The configurations shipped (bench/NOTES-gemm.md has the sweeps): 128² tiles, m16n8k4, BK 32,
- * 3 stages, one block per SM; 64² tiles, m16n8k8, BK 16, 3 stages, 3 blocks per SM (shared
- * memory; registers are capped for 4); pairs of 64² tiles with 4 warps of 64×32 (the 128²
+ * 3 stages, one block per SM; 64² tiles, m16n8k8, BK 16, 2 stages, 4 blocks per SM (40 KiB of
+ * shared memory and 128 registers a thread each; H100: 5-13% faster than the 3 stages that fit
+ * only 3 blocks, at n = 2000-10000; 5 blocks per SM spill and ran 20-36% slower; m16n8k4 -1 to
+ * +4% and BK 8 with 4 stages 0-8% slower); pairs of 64² tiles with 4 warps of 64×32 (the 128²
  * configuration's warp tile), m16n8k4, BK 32, 2 stages, two blocks per SM (H200, n = 2000:
  * 6% faster than BK 16 with 4 stages, 7% than 3, 15% than BK 8 with 8). m8n8k4 reaches only
  * about half of these shapes' rate on Hopper. */
 using dm_big = dm_cfg<128, 64, 32, 16, 4, 32, 3, 1, 1>;
-using dm_small = dm_cfg<64, 32, 32, 16, 8, 16, 3, 4, 1>;
+using dm_small = dm_cfg<64, 32, 32, 16, 8, 16, 2, 4, 1>;
 using dm_pair = dm_cfg<64, 64, 32, 16, 4, 32, 2, 2, 2>;
 
 /* What a block computes: the slices of A it loads (first column of each) and, per tile, which
@@ -122,14 +127,14 @@ struct dm_work {
     int rows[2], cols[2];
 };
 
-/* Number `t` of the triangle's nt·(nt+1)/2 tiles → (bi, bj), bi <= bj: groups of DM_GROUP tile
+/* Number `t` of the triangle's nt·(nt+1)/2 tiles → (bi, bj), bi <= bj: groups of `group` tile
  * rows, each group column by column (the rows of the group at or above the diagonal), so a
  * wave of blocks spans a few tile rows and many columns rather than a whole row of tiles each. */
-__device__ __forceinline__ void dm_tile_of(int64_t t, int64_t nt, int64_t *bi, int64_t *bj)
+__device__ __forceinline__ void dm_tile_of(int64_t t, int64_t nt, int group, int64_t *bi, int64_t *bj)
 {
     int64_t s0 = 0, rows = 0;
-    for (;; s0 += DM_GROUP) {
-        rows = nt - s0 < DM_GROUP ? nt - s0 : DM_GROUP;
+    for (;; s0 += group) {
+        rows = nt - s0 < group ? nt - s0 : group;
         int64_t count = rows * nt - rows * s0 - rows * (rows - 1) / 2;
         if (t < count)
             break;
@@ -152,10 +157,10 @@ __device__ __forceinline__ int64_t dm_slice_col(const dm_work &w, int s)
 }
 
 /* One tile per block: block b is tile b of dm_tile_of. */
-__device__ __forceinline__ dm_work dm_work_tile(int64_t b, int64_t nt, int bm)
+__device__ __forceinline__ dm_work dm_work_tile(int64_t b, int64_t nt, int bm, int group)
 {
     int64_t bi, bj;
-    dm_tile_of(b, nt, &bi, &bj);
+    dm_tile_of(b, nt, group, &bi, &bj);
     dm_work w;
     w.col[0] = bi * bm;
     w.col[1] = w.col[2] = bj * bm;
@@ -339,7 +344,8 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
 {
     extern __shared__ __align__(16) double dm_smem[];
     constexpr int SLICE = C::slice(TRANS), STAGE = C::NSL * SLICE;
-    const dm_work w = C::TILES == 1 ? dm_work_tile(blockIdx.x, nt, C::BM) : dm_work_pair(blockIdx.x, nt);
+    const dm_work w =
+        C::TILES == 1 ? dm_work_tile(blockIdx.x, nt, C::BM, C::GROUP) : dm_work_pair(blockIdx.x, nt);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane >> 2, t = lane & 3;
     const int tile = C::TILES == 1 ? 0 : warp / C::WARPS_T, wt = warp % C::WARPS_T; /* its tile, place in it */
@@ -444,10 +450,15 @@ template <class C> cudaError_t dm_launch(const cr_ata_dev *t, cudaStream_t s)
 #undef DM_GO
 }
 
-/* Relative time of a configuration on n: waves × the work one SM holds per wave (the blocks it
- * runs at once, the grid's share when that is fewer), over the share of DMMA's rate the
- * configuration reaches (measured, bench/NOTES-gemm.md). */
-template <class C> double dm_cost(int64_t n, int sms, double efficiency)
+/* Relative time of a configuration on n: the most work one SM gets, ⌈blocks / SMs⌉ blocks of
+ * TILES tiles of BM² (the block scheduler hands blocks to SMs as slots free, so a partial last
+ * wave costs its share, not a whole wave), over the configuration's rate per unit of work:
+ * `one_wave` where the grid is exactly one full wave (every SM holds its blocks per SM, or all
+ * but one of them, and none are left for later), `efficiency` otherwise (measured,
+ * bench/NOTES-gemm.md). A grid that leaves SMs with fewer blocks gets no bonus: a block with
+ * the SM to itself runs faster than its share, which this count does not see (n = 1000, pairs
+ * 68 blocks on 132 SMs: 13% slower than the 64² tiles' 136). */
+template <class C> double dm_cost(int64_t n, int sms, double efficiency, double one_wave)
 {
     static int per_sm; /* asked once: it depends on the kernel's resources only */
     if (per_sm == 0) {
@@ -460,27 +471,40 @@ template <class C> double dm_cost(int64_t n, int sms, double efficiency)
         }
         per_sm = r < 1 ? 1 : r;
     }
-    int64_t nt = 0, blocks = dm_blocks<C>(n, &nt), slots = (int64_t)sms * per_sm;
-    int64_t waves = (blocks + slots - 1) / slots, held = (blocks + sms - 1) / sms;
-    return (double)waves * (double)(held < per_sm ? held : per_sm) * C::TILES * C::BM * C::BM / efficiency;
+    int64_t nt = 0, blocks = dm_blocks<C>(n, &nt), held = (blocks + sms - 1) / sms;
+    double work = (double)held * C::TILES * C::BM * C::BM;
+    bool full_wave = blocks > (int64_t)sms * (per_sm - 1) && blocks <= (int64_t)sms * per_sm;
+    return work / (full_wave ? one_wave : efficiency);
 }
 
 /* Configuration `v`: 1 the 128² tiles, 2 the 64² tiles, 3 the pairs; 0 the cheapest by dm_cost.
- * Efficiencies (H200, bench/NOTES-gemm.md): a wave of pairs runs about as fast as one of 128²
- * tiles (n = 4000, both 4 waves: the pairs 3% faster, not measured above 4000, so a tie stays
- * with the 128² tiles) and the 64² tiles slower (L2-bound), so the pairs are taken where they
- * need fewer waves (n = 1000-1400, 2000) and the 64² tiles where those do (n = 1500, 3500). */
+ * Rates fitted on an H100 (bench/NOTES-gemm.md, 2026-11-26 (session 6): each configuration timed
+ * in turns with DSYRK, n = 1000-8000 in steps of 500, 10000, 12000): per unit of work the 64²
+ * tiles (4 blocks per SM) are the fastest, the pairs 0.92 of them and the 128² tiles 0.87,
+ * but pairs that make exactly one full wave (n = 2000: 264 blocks, two on each of 132 SMs) run
+ * 5% faster than the 64² tiles' one wave (their shared slice: 1.5 slices read per tile, not 2).
+ * So, on 132 SMs: the pairs at n = 1729-2048 (measured faster at 1800 and 2000), the 64² tiles
+ * everywhere else (measured fastest at 1000, 1500 and 2500-12000); ties go to the 64² tiles,
+ * then the pairs. */
+cudaError_t dm_pick(int64_t n, int *v)
+{
+    int dev = 0, sms = 0;
+    cudaError_t e;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+        return e;
+    double small = dm_cost<dm_small>(n, sms, 1.0, 1.0), pair = dm_cost<dm_pair>(n, sms, 0.92, 1.06);
+    double big = dm_cost<dm_big>(n, sms, 0.87, 0.87);
+    *v = small <= pair && small <= big ? 2 : pair <= big ? 3 : 1;
+    return cudaSuccess;
+}
+
 cudaError_t dm_run(const cr_ata_dev *t, int v, cudaStream_t s)
 {
     if (v == 0) {
-        int dev = 0, sms = 0;
-        cudaError_t e;
-        if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-            (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+        cudaError_t e = dm_pick(t->n, &v);
+        if (e != cudaSuccess)
             return e;
-        double big = dm_cost<dm_big>(t->n, sms, 1.0), small = dm_cost<dm_small>(t->n, sms, 0.85);
-        double pair = dm_cost<dm_pair>(t->n, sms, 1.0);
-        v = big <= small && big <= pair ? 1 : pair <= small ? 3 : 2;
     }
     switch (v) {
     case 1: return dm_launch<dm_big>(t, s);
@@ -502,6 +526,14 @@ extern "C" cudaError_t cr_cuda_ata_dmma_variant(const cr_ata_dev *t, cr_dtype dt
     if (dt != CR_DT_F64)
         return cudaErrorNotSupported;
     return dm_run(t, variant, s);
+}
+
+/* Benchmark hook (bench/ata_hist.cu): the configuration variant 0 takes for n on the current
+ * device (1..3 as above), 0 if the device cannot be asked. */
+extern "C" int cr_cuda_ata_dmma_choice(int64_t n)
+{
+    int v = 0;
+    return dm_pick(n, &v) == cudaSuccess ? v : 0;
 }
 
 extern "C" cudaError_t cr_cuda_ata_dmma(const cr_ata_dev *t, cr_dtype dt, cudaStream_t s)
