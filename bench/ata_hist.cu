@@ -4,8 +4,8 @@
  * AᵀA FP64 on the C2075 write-up's sizes (2000²..8000² always, then up to 18000² while the
  * fp64-seconds budget lasts, 2 minutes by default): symtile, dmma, DSYRK, DGEMM (dmma against
  * DSYRK timed in turns, below). Histograms of random bytes 1 MiB..1 GiB: global, smem,
- * smem-vec, cub, beside a device-to-device cudaMemcpy (read + write counted) measured in the same run. hist_bins: 256 MiB
- * of uniform float32 and float64 over [-1, 1], 256 to 2^20 bins (the API's default limit):
+ * smem-vec, cub, beside a device-to-device cudaMemcpy (read + write counted) measured in the
+ * same run. hist_bins: 256 MiB of uniform float32 and float64 over [-1, 1], 256 to 2^20 bins (the API's default limit):
  * cub, smem-vec as dispatched and each of its paths that holds the bins (hist_smem_vec.h), and
  * global from 4096 bins; every kernel's counts are checked against CUB's.
  * Times: tools/gpu/harness.cuh (warm-up, L2 flushed before each repeat, median of the
