@@ -424,39 +424,21 @@ __device__ __forceinline__ void s32_units(const s32_args &p, int64_t b, int64_t 
     *u_end = base + (b - p.dp + 1) * us / bs;
 }
 
-/* The first row and column of this thread's 16×8 register tile: 4×2 quads of its warp's 64×64
- * (dbuf's warp tiling), the same in the 128² and the wide kernel. */
-template <typename C>
-__device__ __forceinline__ void s32_thread_origin(int *am, int *bn)
-{
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    *am = (warp / 2) * 64 + (lane / C::LN) * 4;
-    *bn = (warp % 2) * 64 + (lane % C::LN) * 4;
-}
-
-/* The next segment of a block's units [u, u_end): tile t, its k-tiles [kb, ke). */
-__device__ __forceinline__ void s32_segment_of(const s32_args &p, int64_t u, int64_t u_end, int64_t *t, int *kb,
-                                               int *ke)
-{
-    *t = u / p.kt;
-    *kb = (int)(u - *t * p.kt);
-    *ke = (int)(u_end - *t * p.kt < p.kt ? u_end - *t * p.kt : p.kt);
-}
-
 template <typename C, bool VEC>
 __global__ void __launch_bounds__(C::NT, 2) ata_s32_kernel(s32_args p)
 {
     extern __shared__ float4 s32_smem4[];
     float *smem = (float *)s32_smem4;
-    int am, bn;
-    s32_thread_origin<C>(&am, &bn);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int am = (warp / 2) * 64 + (lane / C::LN) * 4; /* first row and column of this thread */
+    const int bn = (warp % 2) * 64 + (lane % C::LN) * 4;
     int64_t u, u_end;
     s32_units(p, blockIdx.x, gridDim.x, &u, &u_end);
     float acc[16][8];
     while (u < u_end) {
-        int64_t t;
-        int kb, ke;
-        s32_segment_of(p, u, u_end, &t, &kb, &ke);
+        int64_t t = u / p.kt;
+        int kb = (int)(u - t * p.kt);
+        int ke = (int)(u_end - t * p.kt < p.kt ? u_end - t * p.kt : p.kt);
         int bi, bj;
         s32_tile(t, p.nt, p.group, &bi, &bj);
         int64_t i0 = (int64_t)bi * C::BT, j0 = (int64_t)bj * C::BT;
@@ -1047,15 +1029,16 @@ __global__ void __launch_bounds__(C::NT, 1) ata_s32w_kernel(s32_args p)
 {
     extern __shared__ float4 s32w_smem4[];
     float *smem = (float *)s32w_smem4;
-    int am, bn;
-    s32_thread_origin<C>(&am, &bn);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int am = (warp / 2) * 64 + (lane / C::LN) * 4; /* first row and column of this thread */
+    const int bn = (warp % 2) * 64 + (lane % C::LN) * 4;
     int64_t u, u_end;
     s32_units(p, blockIdx.x, gridDim.x, &u, &u_end);
     float acc[16][8];
     while (u < u_end) {
-        int64_t t;
-        int kb, ke;
-        s32_segment_of(p, u, u_end, &t, &kb, &ke);
+        int64_t t = u / p.kt;
+        int kb = (int)(u - t * p.kt);
+        int ke = (int)(u_end - t * p.kt < p.kt ? u_end - t * p.kt : p.kt);
         s32w_segment<C>(p, smem, kb, ke, t, am, bn, acc);
         const s32w_geom g = s32w_tile(t, p.nt, p.group); /* again: not kept live across the k loop */
         int64_t i0, j0;

@@ -172,15 +172,6 @@ static std::vector<double> dmma_stored(const std::vector<double> &a, int64_t m, 
     return s;
 }
 
-/* count values uniform in [-1, 1), as doubles (FP64 inputs: no rounding to float) */
-static std::vector<double> uniform_doubles(int64_t count)
-{
-    std::vector<double> v(count);
-    for (auto &x : v)
-        x = uniform(-1.0, 1.0);
-    return v;
-}
-
 /* AᵀA of an A (m×n) whose column i0 holds a NaN and column i1 an Inf at row k1, all else finite
  * and nonzero: the elements of C that are not where IEEE arithmetic puts them (NaN in row and
  * column i0; ±Inf in row and column i1, + on the diagonal, elsewhere the sign of the finite
@@ -211,7 +202,9 @@ static void test_ata_dmma(void)
         for (int trans = 0; trans < 2; trans++)
             for (int off = 0; off < 2; off++) {
                 int64_t m = sh[0], n = sh[1];
-                std::vector<double> a = uniform_doubles(m * n);
+                std::vector<double> a(m * n);
+                for (auto &x : a)
+                    x = uniform(-1.0, 1.0);
                 ata_ref ref = reference_ata(a, m, n);
                 char what[160];
                 snprintf(what, sizeof what, "ata dmma m=%lld n=%lld trans=%d %s", (long long)m, (long long)n, trans,
@@ -259,7 +252,9 @@ static void test_ata_dmma_configs(void)
         for (int trans = 0; trans < 2; trans++)
             for (int off = 0; off < 2; off++) {
                 int64_t m = sh[0], n = sh[1];
-                std::vector<double> a = uniform_doubles(m * n);
+                std::vector<double> a(m * n);
+                for (auto &x : a)
+                    x = uniform(-1.0, 1.0);
                 ata_ref ref = reference_ata(a, m, n);
                 std::vector<double> stored = dmma_stored(a, m, n, trans), base;
                 for (int variant = 1; variant <= 3; variant++) {
