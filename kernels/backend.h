@@ -179,6 +179,10 @@ struct cr_backend {
 };
 
 extern const cr_backend cr_backend_cpu;
+/* For a daemon on another backend, whose HTTP threads run tiny jobs with the CPU kernels
+ * (server/engine/host_path.c): OpenBLAS computes on each caller's own thread, so a dozen
+ * concurrent callers never queue for one shared thread pool. */
+void cr_cpu_blas_on_caller(void);
 #ifdef CRUNCHD_HAVE_CUDA
 extern const cr_backend cr_backend_cuda;
 #endif

@@ -530,7 +530,7 @@ def main():
         passes = (("", {}),) if SMALL or ONLY else (("", {}), ("_noprefetch", {"CRUNCHD_PREFETCH_MIN_MB": "0"}))
         for suffix, env in passes:
             unix = [] if suffix else ["--unix-socket", os.path.join(sock_dir, "crunchd.sock")]
-            d = Daemon(flags + unix, env=env, name="bench-e2e" + suffix)
+            d = Daemon(flags + unix, env=env, name="bench-e2e" + suffix, host_path=True)
             d.start()
             try:
                 gemm = bench_gemm(d, tmp, h2d, d2h, sink)  # the unix row compares with it

@@ -12,6 +12,13 @@ Rows: gemm{16,64,256}_json and _npy (multipart .npy in, Accept: application/x-np
 hist1k_json (1024 uint8 values), ata64_json. JSON numbers are uniform in [-1, 1) with four
 decimals (a 64x64 GEMM body is ~65 KB), each in its shortest form.
 
+Every GPU against one (where the daemon sees several GPUs, or BENCH_LOAD_MULTI_GPU=1), a second
+daemon with CUDA_VISIBLE_DEVICES=0 beside the first, two 1024x1024 float32 GEMM rows at 16
+connections and more: gemm1024_npy (8 MB of .npy in, 4 MB out over loopback TCP: it measures the
+host's loopback transport more than the GPUs) and gemm1024_shm (A and B in one /dev/shm object, C
+written to another, both registered as regions with each daemon: a 264-byte JSON body names them,
+so it measures the GPUs and the engine's spread over them).
+
 Environment:
   CRUNCHD_BIN             the daemon (default BUILD_DIR/crunchd)
   CRUNCHD_BACKEND         cpu (default) or cuda
@@ -21,7 +28,7 @@ Environment:
   BENCH_LOAD_ALT_WORKERS  alternative's processes (CPU count); 0 leaves the alternative out
   BENCH_LOAD_WRK_THREADS  wrk's threads (half the CPUs, at least 4; at most the connections)
   BENCH_LOAD_CODES=1      count every status code in wrk's Lua (slows wrk on big answers)
-  BENCH_LOAD_MULTI_GPU=1  the every-GPU vs one-GPU row even with one device (it runs by itself
+  BENCH_LOAD_MULTI_GPU=1  the every-GPU vs one-GPU rows even with one device (they run by themselves
                           where the daemon sees more than one): -multi-gpu.csv beside the CSV
   WRK                     the wrk binary (default: wrk on PATH)
 """
@@ -59,8 +66,8 @@ ALL_CONNS = [1, 16, 64, 256]
 TARGETS = [("gemm64_json", 25_000, 10.0), ("gemm16_json", 100_000, None),
            ("gemm64_npy", 60_000, None), ("hist1k_json", 100_000, None)]
 TARGET_CONNS, TARGET_RATIO = 64, 5.0
-# on a machine with more than one GPU (or BENCH_LOAD_MULTI_GPU=1): this row, every GPU vs one
-MULTI_GPU_ROW, MULTI_GPU_TARGET = "gemm1024_npy", 1.8
+# on a machine with more than one GPU (or BENCH_LOAD_MULTI_GPU=1): these rows, every GPU vs one
+MULTI_GPU_ROWS, MULTI_GPU_TARGET = ("gemm1024_npy", "gemm1024_shm"), 1.8
 
 
 def env_list(name, default, kind=str):
@@ -89,6 +96,61 @@ def multipart(parts):
     return out + f"--{BOUNDARY}--\r\n".encode()
 
 
+class ShmGemm:
+    """A GEMM's operands and output in POSIX shared memory, as a client on the daemon's machine keeps
+    them: A and B in one /dev/shm object, C in another, each registered whole as a region with
+    every daemon given, so a request names them and carries no matrix bytes. np.memmap of the
+    /dev/shm file is shm_open's object on Linux, and closes with no exported-buffer errors.
+
+    The C object has two places: c[0], which every loaded request writes (the same values; a
+    region's holds are counts, so writers do not exclude each other), and c[1], which only check()
+    writes: the cpu backend's BLAS accumulates in its output, so a request still running in c[0]
+    (one wrk cut off, or the other daemon's: both map the object) would show check() partial sums."""
+
+    REGIONS = {"ab": "bench-load-ab", "c": "bench-load-c"}
+
+    def __init__(self, a, b):
+        self.keys = {k: f"/crunchd-bench-load-{os.getpid()}-{k}" for k in self.REGIONS}
+        self.registered = []  # (daemon's base URL, region)
+        self.ab = np.memmap("/dev/shm" + self.keys["ab"], np.float32, "w+", shape=(2, *a.shape))
+        self.ab[0], self.ab[1] = a, b
+        self.c = np.memmap("/dev/shm" + self.keys["c"], np.float32, "w+", shape=(2, a.shape[0], b.shape[1]))
+
+    def body(self, out):
+        """The request's JSON, its result going to c[out]."""
+        def place(region, mem, i):  # mem[i]'s bytes
+            return {"shm": {"region": self.REGIONS[region], "offset": i * mem[0].nbytes}}
+
+        a, b = ({**place("ab", self.ab, i), "shape": list(self.ab.shape[1:]), "dtype": "float32"}
+                for i in (0, 1))
+        return json.dumps({"a": a, "b": b, "output": place("c", self.c, out)}).encode()
+
+    def register(self, base):
+        for k, region in self.REGIONS.items():
+            r = requests.post(f"{base}/v2/systemsharedmemory/region/{region}/register",
+                              json={"key": self.keys[k], "offset": 0, "byte_size": getattr(self, k).nbytes},
+                              timeout=30)
+            if r.status_code != 200:
+                raise RuntimeError(f"registering {region} with {base}: HTTP {r.status_code}: {r.text[:200]}")
+            self.registered.append((base, region))
+
+    def close(self):
+        """Unregisters from every daemon, then unlinks. The requests wrk cut off at the end of a run
+        still hold the regions until they finish (409): polled for, up to 30 s."""
+        for base, region in self.registered:
+            deadline = time.monotonic() + 30
+            try:
+                while (r := requests.post(f"{base}/v2/systemsharedmemory/region/{region}/unregister",
+                                          timeout=30)).status_code == 409 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if r.status_code != 200:
+                    print(f"unregistering {region} from {base}: HTTP {r.status_code}: {r.text[:200]}")
+            except requests.RequestException as e:  # close() runs on failures too: carry on
+                print(f"unregistering {region} from {base}: {e!r}")
+        for key in self.keys.values():
+            pathlib.Path("/dev/shm" + key).unlink(missing_ok=True)
+
+
 def make_row(name, tmp):
     """The row's request (path, body file, Content-Type, Accept) and the answer NumPy expects."""
     rng = np.random.default_rng(zlib.crc32(name.encode()))  # fixed: every run sends the same
@@ -99,7 +161,7 @@ def make_row(name, tmp):
         # issue 13's targets were set with
         return np.round(rng.uniform(-1, 1, (n, n)), 4).astype(np.float32)
 
-    accept = None
+    accept = shm = None
     if op.startswith("gemm"):
         n = int(op[4:])
         a, b = mat(n), mat(n)
@@ -107,6 +169,9 @@ def make_row(name, tmp):
         path, k = "/v1/gemm", n
         if fmt == "npy":
             body, ctype, accept = multipart({"a": a, "b": b}), f"multipart/form-data; boundary={BOUNDARY}", NPY
+        elif fmt == "shm":  # the caller registers the regions (shm.register) and closes them
+            shm = ShmGemm(a, b)
+            body, ctype = shm.body(0), "application/json"
         else:
             body, ctype = f'{{"a": {json_matrix(a)}, "b": {json_matrix(b)}}}'.encode(), "application/json"
     elif op.startswith("ata"):
@@ -123,15 +188,18 @@ def make_row(name, tmp):
     f = tmp / f"{name}.body"
     f.write_bytes(body)
     return {"name": name, "path": path, "file": f, "size": len(body), "ctype": ctype,
-            "accept": accept, "expect": expect, "k": k}
+            "accept": accept, "expect": expect, "k": k, "shm": shm}
 
 
 def check(base, row):
     """One request, answer compared with NumPy: a fast wrong server must not win. None if right."""
     headers = {"Content-Type": row["ctype"]} | ({"Accept": row["accept"]} if row["accept"] else {})
+    body = row["file"].read_bytes()
+    if row["shm"]:  # both daemons write the one C object: another's answer must not pass for this one's
+        row["shm"].c[1] = np.nan
+        body = row["shm"].body(1)
     try:
-        r = requests.post(base + row["path"], data=row["file"].read_bytes(), headers=headers,
-                          timeout=60)
+        r = requests.post(base + row["path"], data=body, headers=headers, timeout=60)
     except requests.RequestException as e:
         return repr(e)
     if r.status_code != 200:
@@ -140,8 +208,13 @@ def check(base, row):
         got = np.load(io.BytesIO(r.content), allow_pickle=False)
     else:
         res = r.json()["result"]
-        got = np.asarray(res["counts"]) if "counts" in res else \
-            np.asarray(res["data"], np.float64).reshape(res["rows"], res["cols"])
+        if row["shm"]:  # the answer only says where C went
+            if res.get("shm", {}).get("region") != ShmGemm.REGIONS["c"]:
+                return f"result not written to region {ShmGemm.REGIONS['c']}: {r.text[:200]}"
+            got = row["shm"].c[1].astype(np.float64)
+        else:
+            got = np.asarray(res["counts"]) if "counts" in res else \
+                np.asarray(res["data"], np.float64).reshape(res["rows"], res["cols"])
     want = row["expect"]
     if got.shape != want.shape:
         return f"shape {got.shape}, expected {want.shape}"
@@ -208,35 +281,43 @@ def device_busy(base):
 
 
 def multi_gpu(daemon, daemon_cls, daemon_args, tmp, conns):
-    """Issue 13's 2-GPU row: 1024x1024 .npy GEMM on every GPU against one (a second daemon that
-    sees only the first, CUDA_VISIBLE_DEVICES=0), and each device's busy fraction over the run:
-    does the load spread, and does it scale."""
-    spec = make_row(MULTI_GPU_ROW, tmp)
-    secs = int(os.environ.get("BENCH_LOAD_SECONDS", "10"))
-    one = daemon_cls(daemon_args, env={"CUDA_VISIBLE_DEVICES": "0"}, name="bench-load-1gpu",
-                     workdir=tmp / "daemon-1gpu").start()
-    lines, rows = [], []
+    """Issue 13's 2-GPU rows: 1024x1024 GEMM on every GPU against one (a second daemon that sees
+    only the first, CUDA_VISIBLE_DEVICES=0), and each device's busy fraction over the run: does the
+    load spread, and does it scale. The .npy row's bytes cross loopback TCP; the shm row's stay in
+    shared memory registered with both daemons."""
+    specs = [make_row(name, tmp) for name in MULTI_GPU_ROWS]
+    shm = next(s["shm"] for s in specs if s["shm"])
+    one, lines, rows = None, [], []
     try:
-        for c in conns:
-            got = {}
-            for label, d in (("one GPU", one), ("every GPU", daemon)):
-                if (why := check(d.base, spec)) is not None:
-                    raise RuntimeError(f"{MULTI_GPU_ROW} on {label}: wrong answer: {why}")
-                before = device_busy(d.base)
-                r = measure(d.base, spec, c)
-                after = device_busy(d.base)
-                busy = "/".join(f"{(after[k] - before.get(k, 0.0)) / secs:.2f}" for k in sorted(after))
-                got[label] = r["jobs_s"]
-                rows.append({"row": MULTI_GPU_ROW, "conns": c, "gpus": label, "jobs_s": r["jobs_s"],
-                             "p99_ms": r["p99_ms"], "busy": busy})
-                print(f"{MULTI_GPU_ROW} @{c} on {label:<9}: {r['jobs_s']:>8.0f} jobs/s, p99 "
-                      f"{r['p99_ms']:.1f} ms, device busy {busy}", flush=True)
-            ratio = got["every GPU"] / got["one GPU"] if got["one GPU"] else 0.0
-            ok = ratio >= MULTI_GPU_TARGET
-            lines.append(f"  {'PASS' if ok else 'FAIL'} {MULTI_GPU_ROW} @{c}: every GPU {ratio:.2f}x one "
-                         f"(>= {MULTI_GPU_TARGET}x)")
+        one = daemon_cls(daemon_args, env={"CUDA_VISIBLE_DEVICES": "0"}, name="bench-load-1gpu", host_path=True,
+                         workdir=tmp / "daemon-1gpu").start()
+        daemons = {"one GPU": one, "every GPU": daemon}
+        for d in daemons.values():
+            shm.register(d.base)
+        for spec in specs:
+            for c in conns:
+                got = {}
+                for label, d in daemons.items():
+                    if (why := check(d.base, spec)) is not None:
+                        raise RuntimeError(f"{spec['name']} on {label}: wrong answer: {why}")
+                    before, t0 = device_busy(d.base), time.monotonic()
+                    r = measure(d.base, spec, c)
+                    # over the warm-up too: measure()'s whole span, not BENCH_LOAD_SECONDS alone
+                    after, span = device_busy(d.base), time.monotonic() - t0
+                    busy = "/".join(f"{(after[k] - before.get(k, 0.0)) / span:.2f}" for k in sorted(after))
+                    got[label] = r["jobs_s"]
+                    rows.append({"row": spec["name"], "conns": c, "gpus": label, "jobs_s": r["jobs_s"],
+                                 "p99_ms": r["p99_ms"], "busy": busy, "body_bytes": spec["size"]})
+                    print(f"{spec['name']} @{c} on {label:<9}: {r['jobs_s']:>8.0f} jobs/s, p99 "
+                          f"{r['p99_ms']:.1f} ms, device busy {busy}", flush=True)
+                ratio = got["every GPU"] / got["one GPU"] if got["one GPU"] else 0.0
+                ok = ratio >= MULTI_GPU_TARGET
+                lines.append(f"  {'PASS' if ok else 'FAIL'} {spec['name']} @{c}: every GPU {ratio:.2f}x one "
+                             f"(>= {MULTI_GPU_TARGET}x)")
     finally:
-        one.stop()
+        shm.close()  # before the daemons stop: unregistered from both, unlinked
+        if one:
+            one.stop()
     return rows, lines
 
 
@@ -377,7 +458,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="bench-load-") as t:
         tmp = pathlib.Path(t)
         specs = [make_row(name, tmp) for name in rows]
-        daemon = Daemon(daemon_args, name="bench-load", workdir=tmp / "daemon").start()
+        daemon = Daemon(daemon_args, name="bench-load", host_path=True, workdir=tmp / "daemon").start()
         alt = None
         try:
             info = daemon.get("/v1/info").json()

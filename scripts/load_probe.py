@@ -83,7 +83,7 @@ def main():
                 head, _, cfg = cfg.partition(" ")
                 env = dict(kv.split("=", 1) for kv in head[4:].split(","))
             args = shlex.split(cfg) + ["--log-format", "text"]
-            d = conftest.Daemon(args, env=env, name=f"probe{ci}", workdir=tmp / f"d{ci}").start()
+            d = conftest.Daemon(args, env=env, name=f"probe{ci}", host_path=True, workdir=tmp / f"d{ci}").start()
             try:
                 for spec in specs:
                     if (why := bl.check(d.base, spec)) is not None:

@@ -42,6 +42,12 @@ static const opt_spec specs[] = {
      "how long a batchable job may wait for partners before it runs alone, us"},
     {"batch-preferred", OPT_STR, F(batch_preferred), 0, 0, "none",
      "batch sizes to prefer, e.g. 8,16,32 (a batch waits, within the delay, to reach one)"},
+    {"host-max-flops", OPT_I64, F(host_max_flops), 0, INT64_MAX / 2, "524288: a 64x64x64 GEMM",
+     "jobs of kernel auto doing at most this many floating-point operations (GEMM 2mnk, AtA 2mn^2) run at "
+     "once on the HTTP thread that decoded them, with the CPU kernels, where a device's round trip would "
+     "cost more than the job (0: never)"},
+    {"host-max-values", OPT_I64, F(host_max_values), 0, INT64_MAX / 2, "65536",
+     "histograms of kernel auto with at most this many values plus bins run likewise (0: never)"},
     {"max-connections", OPT_INT, F(max_connections), 1, 1000000, "1024", "concurrent connections"},
     {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), -1, 1000000, "-1: half of --max-connections",
      "concurrent connections from one IP address (0: no limit)"},
@@ -112,6 +118,10 @@ static void set_defaults(cr_config *c)
     strcpy(c->bind, "127.0.0.1");
     strcpy(c->backend, "auto");
     c->batch_max = -1; /* workers, queue depth and HTTP threads: 0, sized from the machine */
+    /* A 64x64x64 GEMM is ~20 us of one core's OpenBLAS: about a device round trip with its queue
+     * hand-offs, so smaller jobs are answered on the spot (server/engine/host_path.c). */
+    c->host_max_flops = 2 * 64 * 64 * 64;
+    c->host_max_values = 65536;
     c->max_connections = 1024;
     /* One address may hold half the connections: a single misbehaving client (or host) cannot
      * lock the others out, and one load generator or proxy still gets hundreds. */

@@ -18,6 +18,8 @@ typedef struct {
     int batch_max;            /* jobs one launch may serve; 0: no batching; -1: sized */
     int batch_delay_us;       /* how long a batchable job may wait for partners */
     char batch_preferred[64]; /* "8,16,32": batch sizes to prefer (Triton's preferred_batch_size) */
+    int64_t host_max_flops;   /* auto jobs of at most this work run on the HTTP thread; 0: none */
+    int64_t host_max_values;  /* histograms of at most this many values plus bins likewise */
     int max_connections;
     int max_connections_per_ip; /* 0: no limit; -1 until loaded: half of max_connections */
     int conn_memory_kb;

@@ -39,6 +39,8 @@ static cr_status apply_thread_setting(int workers, char *err, size_t errlen)
     return CR_OK;
 }
 
+void cr_cpu_blas_on_caller(void) { openblas_set_num_threads(1); }
+
 static cr_status cpu_init(const cr_backend_opts *o, char *err, size_t errlen)
 {
     cpu_model_name(); /* read /proc/cpuinfo now rather than on the first job */

@@ -271,6 +271,7 @@ void cr_engine_gauges(cr_engine *e, cr_metrics_gauges *g)
     if (g->has_pinned)
         e->b->host_usage(&g->pinned_in_use, &g->pinned_cached);
     g->n_devices = e->n_devices;
+    g->host_jobs = atomic_load(&e->host_jobs);
     for (int d = 0; d < e->n_devices; d++) {
         cr_device_info info = e->dev[d];
         if (atomic_load(&e->dev_ready[d]))
@@ -415,6 +416,8 @@ cr_engine *cr_engine_start(const cr_backend *b, cr_config *c, char *err, size_t 
         free(e);
         return NULL;
     }
+    if (b != &cr_backend_cpu)
+        cr_cpu_blas_on_caller();
     if (probe_devices(e, err, errlen) < 0 || create_workers(e, err, errlen) < 0)
         goto fail;
     if (!c->queue_depth)

@@ -28,6 +28,11 @@ int cr_engine_device_count(const cr_engine *e);
  * unknown_kernel/unsupported,
  * 503 queue_full/draining/device_fault, 507 device_memory. */
 int cr_engine_submit(cr_engine *e, cr_job *j, cr_error *err);
+/* Runs a job small enough that a device round trip would cost more than the job (--host-max-flops,
+ * --host-max-values; kernel "auto", sync, not test-delayed) at once on the calling thread with the
+ * CPU backend's kernels: 1 when it ran (finished in any state, on_done not called), 0 when it is
+ * not such a job (submit it), -1 with err when its output could not be allocated. */
+int cr_engine_run_here(cr_engine *e, cr_job *j, cr_error *err);
 /* Cancels a job: a queued one is finished as cancelled at once; a running one is flagged and
  * the backend stops at its next phase boundary. */
 void cr_engine_cancel(cr_engine *e, cr_job *j);

@@ -60,6 +60,7 @@ struct cr_engine {
     pthread_mutex_t device_mu;
     uint64_t max_device_bytes;
     _Atomic bool draining, failed;
+    _Atomic uint64_t host_jobs; /* run on the caller's thread (host_path.c) */
     pthread_mutex_t current_mu;
     cr_auto_table auto_table;
 };

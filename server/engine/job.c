@@ -67,6 +67,12 @@ const char *cr_job_kernel_name(const cr_job *j)
     return j->ran && j->req.task.kernel ? j->req.task.kernel->name : NULL;
 }
 
+const char *cr_job_backend_name(const cr_job *j, const char *daemon_backend)
+{
+    const cr_kernel *k = j->ran ? j->req.task.kernel : NULL;
+    return k && k->backend == CR_BACKEND_CPU ? cr_backend_cpu.name : daemon_backend;
+}
+
 size_t cr_job_bytes(const cr_job *j)
 {
     size_t n = sizeof *j;

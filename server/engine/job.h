@@ -68,6 +68,9 @@ void cr_job_release(cr_job *j);
 bool cr_job_finished(const cr_job *j);
 /* The name of the kernel that ran the job, NULL before a worker took it. */
 const char *cr_job_kernel_name(const cr_job *j);
+/* The backend whose kernel ran the job: the daemon's, or the CPU's for a job small enough to run
+ * on the HTTP thread (server/engine/host_path.c). */
+const char *cr_job_backend_name(const cr_job *j, const char *daemon_backend);
 /* Bytes of memory the job holds (inputs, outputs), for the result cap. */
 size_t cr_job_bytes(const cr_job *j);
 

@@ -94,7 +94,8 @@ static void add_headers(cr_conn *c, struct MHD_Response *r, const cr_job *j)
     MHD_add_response_header(r, "X-Crunchd-Op", cr_op_name(t->op));
     MHD_add_response_header(r, "X-Crunchd-Kernel", cr_job_kernel_name(j) ? cr_job_kernel_name(j) : j->req.kernel.name);
     if (c->h->deps.engine)
-        MHD_add_response_header(r, "X-Crunchd-Backend", cr_engine_backend(c->h->deps.engine)->name);
+        MHD_add_response_header(r, "X-Crunchd-Backend",
+                                cr_job_backend_name(j, cr_engine_backend(c->h->deps.engine)->name));
     MHD_add_response_header(r, "X-Crunchd-Device", j->device);
     char batch[16];
     snprintf(batch, sizeof batch, "%d", j->batch > 0 ? j->batch : 1);
@@ -150,7 +151,7 @@ enum MHD_Result cr_send_job(cr_conn *c, cr_job *j)
     cr_error err;
     if (cr_json_nonfinite_result(j, &err) < 0)
         return cr_send_error(c, &err);
-    char *body = cr_json_job_result(j, c->h->deps.engine ? cr_engine_backend(c->h->deps.engine)->name : "",
-                                    &len);
+    char *body = cr_json_job_result(
+        j, c->h->deps.engine ? cr_job_backend_name(j, cr_engine_backend(c->h->deps.engine)->name) : "", &len);
     return cr_send(c, 200, "application/json", body, len);
 }

@@ -103,6 +103,11 @@ enum MHD_Result cr_run_sync(cr_conn *c, cr_job *j, cr_conn_encoder enc)
     j->ms.receive = (cr_now() - c->t0) * 1e3;
     c->encode = enc;
     c->job = j;
+    switch (cr_engine_run_here(c->h->deps.engine, j, &c->pending)) {
+    case 1: return enc ? enc(c, j) : cr_send_job(c, j);
+    case -1: return cr_send_error(c, &c->pending);
+    default: break; /* for a device: queue it */
+    }
     j->conn = c->conn;
     j->on_done = resume_on_done;
     c->waiting = true;

@@ -69,6 +69,8 @@ static cJSON *limits_json(const cr_config *cfg)
     cJSON_AddNumberToObject(l, "http_threads", cfg->http_threads);
     cJSON_AddNumberToObject(l, "batch_max", cfg->batch_max);
     cJSON_AddNumberToObject(l, "batch_delay_us", cfg->batch_delay_us);
+    cJSON_AddNumberToObject(l, "host_max_flops", (double)cfg->host_max_flops);
+    cJSON_AddNumberToObject(l, "host_max_values", (double)cfg->host_max_values);
     int sizes[16], n = cr_config_preferred(cfg, sizes, 16);
     cJSON *pref = cJSON_CreateArray();
     for (int i = 0; i < n && i < 16; i++)

@@ -189,7 +189,7 @@ static enum MHD_Result encode_done(cr_conn *c, cr_job *j)
         cr_ks_shm_release_outputs(&j->req, spec);
         return cr_send_error(c, &j->error);
     }
-    int rc = cr_ks_encode(j, spec, cr_engine_backend(c->h->deps.engine)->name, &r);
+    int rc = cr_ks_encode(j, spec, cr_job_backend_name(j, cr_engine_backend(c->h->deps.engine)->name), &r);
     /* a result left in shared memory leaves the job without an output buffer: the non-finite
      * check below, which is about JSON numbers, then has nothing to look at */
     cr_ks_shm_release_outputs(&j->req, spec);

@@ -406,6 +406,9 @@ char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len)
     render_gauges(&t, g);
     render_memory(&t, g);
     render_devices(&t, g);
+    put_count(&t, "crunchd_host_jobs_total", "counter",
+              "Jobs small enough to run on the HTTP thread that decoded them, on no device (--host-max-flops).",
+              g->host_jobs);
     if (t.oom) {
         free(t.p);
         return NULL;

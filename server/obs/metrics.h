@@ -25,6 +25,7 @@ typedef struct {
         uint64_t jobs, launches; /* jobs run there, and the launches (alone or batched) they took */
         double busy_s;           /* wall time with at least one launch in flight there */
     } dev[CR_METRICS_MAX_DEVICES];
+    uint64_t host_jobs;          /* small jobs run on an HTTP thread, no device (--host-max-flops) */
     const char *backend;
     const char *version;
     const char *cuda;     /* CUDA runtime version, "none" on CPU-only builds */

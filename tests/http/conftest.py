@@ -58,11 +58,19 @@ class DaemonError(AssertionError):
     pass
 
 
-class Daemon:
-    """One crunchd process on a free port of 127.0.0.1."""
+# Tiny "auto" jobs run on the HTTP thread (--host-max-flops, --host-max-values) unless these are
+# given: off for every daemon but test_host_path.py's, so the suite's small jobs keep exercising
+# the queue, the workers and (with CRUNCHD_BACKEND=cuda) the GPU kernels they are about.
+HOST_PATH_OFF = ["--host-max-flops", "0", "--host-max-values", "0"]
 
-    def __init__(self, args=(), env=None, name="crunchd", workdir=None):
+
+class Daemon:
+    """One crunchd process on a free port of 127.0.0.1 (host_path: the daemon's own default for
+    tiny jobs rather than HOST_PATH_OFF; flags in args win either way)."""
+
+    def __init__(self, args=(), env=None, name="crunchd", workdir=None, host_path=False):
         self.args = list(args)
+        self.host_path = host_path
         self.env_extra = dict(env or {})
         self.workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="crunchd-test-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -87,7 +95,7 @@ class Daemon:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRUNCHD_")}
         env.update(self.env_extra)
         cmd = [BIN, "--port", "0", "--port-file", str(self.port_file), "--bind", "127.0.0.1",
-               "--backend", BACKEND] + EXTRA_ARGS + self.args
+               "--backend", BACKEND] + ([] if self.host_path else HOST_PATH_OFF) + EXTRA_ARGS + self.args
         if self.port_file.exists():
             self.port_file.unlink()
         self._log = open(self.log_path, "wb")

@@ -5,6 +5,7 @@ whole run; here it must finish, write its CSV and plot, and fill the columns the
 import csv
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -32,3 +33,31 @@ def test_bench_load_writes_its_csv(tmp_path):
     assert row["backend"] == BACKEND
     if row["alt_jobs_s"]:  # aiohttp present: the ratio is the row's point
         assert float(row["ratio"]) == pytest.approx(float(row["crunchd_jobs_s"]) / float(row["alt_jobs_s"]), rel=1e-4)
+
+
+@pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed (make deps installs it)")
+def test_bench_load_multi_gpu_rows(tmp_path):
+    """The every-GPU rows forced on one device (on the cpu backend: the ratio means nothing, the code
+    path is the point): the shm row's operands and output in regions registered with both daemons,
+    its answer checked against NumPy (a wrong one ends the script non-zero), both rows in the CSV,
+    and the /dev/shm objects gone afterwards."""
+    env = os.environ | {"CRUNCHD_BIN": BIN, "CRUNCHD_BACKEND": BACKEND, "BENCH_LOAD_ROWS": "gemm16_json",
+                        "BENCH_LOAD_CONNS": "1", "BENCH_LOAD_SECONDS": "1", "BENCH_LOAD_WARMUP": "0",
+                        "BENCH_LOAD_ALT_WORKERS": "0", "BENCH_LOAD_MULTI_GPU": "1"}
+    out = tmp_path / "load.csv"
+    p = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench_load.py"), str(pathlib.Path(BIN).parent),
+                          str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = p.communicate(timeout=180 * SLOW)
+    assert p.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    for name in ("gemm1024_npy", "gemm1024_shm"):
+        assert re.search(rf"^  (PASS|FAIL) {name} @1: every GPU [\d.]+x one \(>= 1.8x\)$", stdout, re.M), stdout
+    rows = list(csv.DictReader(out.with_name("load-multi-gpu.csv").open()))
+    assert [(x["row"], x["gpus"]) for x in rows] == [
+        ("gemm1024_npy", "one GPU"), ("gemm1024_npy", "every GPU"),
+        ("gemm1024_shm", "one GPU"), ("gemm1024_shm", "every GPU")]
+    for x in rows:
+        assert float(x["jobs_s"]) > 0 and float(x["p99_ms"]) > 0, x
+    npy, shm = int(rows[0]["body_bytes"]), int(rows[2]["body_bytes"])
+    assert npy > 8 << 20 and shm < 1024, (npy, shm)  # the shm body names the regions, carries no matrix
+    assert "unregistering" not in stdout, stdout  # every region came off both daemons
+    assert not list(pathlib.Path("/dev/shm").glob(f"crunchd-bench-load-{p.pid}-*"))
