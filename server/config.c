@@ -34,7 +34,7 @@ static const opt_spec specs[] = {
      "workers per device, each with its CUDA streams"},
     {"queue-depth", OPT_INT, F(queue_depth), 0, 1000000, "0: 64 per worker, at least 256",
      "jobs waiting before new ones get 503"},
-    {"http-threads", OPT_INT, F(http_threads), 0, 256, "0: cuda CPUs - workers, cpu one per CPU, 2..64",
+    {"http-threads", OPT_INT, F(http_threads), 0, 256, "0: cuda CPUs - workers x GPUs, cpu one per CPU, 2..64",
      "HTTP threads, the libmicrohttpd pool (usable CPUs count the cgroup quota)"},
     {"batch-max", OPT_INT, F(batch_max), -1, 1024, "-1: cuda 32, cpu 0",
      "queued jobs of one shape that may share a launch (0: no batching)"},

@@ -118,12 +118,13 @@ static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; 
  * workers only made them queue for cores: on the 16-core H100 machine 12 threads served the
  * small rows of bench-load 5-20% faster than 16 and never slower (docs/operations.md).
  * CPU backend: workers compute, sharing the cores with OpenBLAS's threads (cpu_backend.c). */
-void cr_config_size(cr_config *c, const cr_machine *m, bool gpu)
+void cr_config_size(cr_config *c, const cr_machine *m, int gpus)
 {
+    bool gpu = gpus != 0;
     if (!c->workers)
         c->workers = gpu ? clamp(m->cpus / 4, 2, 4) : clamp(m->cpus / 2, 2, 32);
-    if (!c->http_threads)
-        c->http_threads = clamp(gpu ? m->cpus - c->workers : m->cpus, 2, 64);
+    if (!c->http_threads && gpus != CR_GPUS_UNKNOWN)
+        c->http_threads = clamp(gpu ? m->cpus - c->workers * gpus : m->cpus, 2, 64);
     if (c->batch_max < 0)
         c->batch_max = gpu ? 32 : 0; /* on the CPU a batch saves no launch: it only serialises */
     /* The other quarter: code, libraries, stacks, per-connection buffers, the CUDA context. */

@@ -30,9 +30,12 @@ double cr_cgroup_v2_quota(const char *cpu_max);
 uint64_t cr_cgroup_memory_limit(const char *text);
 
 /* Fills every field of c left at 0 ("auto"): HTTP threads, workers per device and batching for
- * a GPU backend (gpu) or the CPU backend. queue_depth is sized by the engine once it knows how
- * many workers there are. */
-void cr_config_size(cr_config *c, const cr_machine *m, bool gpu);
+ * the CPU backend (gpus 0) or a GPU backend with that many devices. A GPU backend's HTTP threads
+ * leave a core to every worker of every device, so before its devices are counted (gpus
+ * CR_GPUS_UNKNOWN) they stay 0 for a second call. queue_depth is sized by the engine once it
+ * knows how many workers there are. */
+#define CR_GPUS_UNKNOWN (-1)
+void cr_config_size(cr_config *c, const cr_machine *m, int gpus);
 
 /* One line saying what was sized from what, for the start-up log. */
 void cr_config_describe(const cr_config *c, const cr_machine *m, char *out, size_t n);

@@ -397,7 +397,7 @@ cr_engine *cr_engine_start(const cr_backend *b, cr_config *c, char *err, size_t 
     cr_machine m;
     char line[320];
     cr_machine_read(&m);
-    cr_config_size(c, &m, b->id != CR_BACKEND_CPU);
+    cr_config_size(c, &m, b->id == CR_BACKEND_CPU ? 0 : CR_GPUS_UNKNOWN);
     cr_engine *e = calloc(1, sizeof *e);
     if (!e)
         return snprintf(err, errlen, "out of memory"), NULL;
@@ -420,6 +420,7 @@ cr_engine *cr_engine_start(const cr_backend *b, cr_config *c, char *err, size_t 
         cr_cpu_blas_on_caller();
     if (probe_devices(e, err, errlen) < 0 || create_workers(e, err, errlen) < 0)
         goto fail;
+    cr_config_size(c, &m, b->id == CR_BACKEND_CPU ? 0 : e->n_devices);
     if (!c->queue_depth)
         c->queue_depth = 64 * e->n_workers > 256 ? 64 * e->n_workers : 256;
     if (cr_queue_init(&e->q, c->queue_depth) < 0) {

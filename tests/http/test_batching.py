@@ -197,12 +197,13 @@ def test_defaults_are_sized_from_the_machine_and_overridable(tmp_path):
     plain = Daemon([], workdir=tmp_path / "plain").start()
     try:
         limits = plain.get("/v1/info").json()["limits"]
+        gpus = len(plain.get("/v1/info").json()["devices"]) if BACKEND == "cuda" else 0
     finally:
         plain.stop()
     assert limits["cpus"] >= 1
     assert limits["queue_depth"] >= 256 and limits["workers"] >= 2
-    # on cuda each worker keeps a core; the HTTP threads take the rest
-    room = limits["cpus"] - (limits["workers"] if BACKEND == "cuda" else 0)
+    # on cuda each worker of every GPU keeps a core; the HTTP threads take the rest
+    room = limits["cpus"] - limits["workers"] * gpus
     assert limits["http_threads"] == max(2, min(64, room))
     assert limits["batch_max"] == (32 if BACKEND == "cuda" else 0)
     d = Daemon(["--http-threads", "3", "--workers", "2", "--queue-depth", "77", "--batch-max", "5",

@@ -119,15 +119,20 @@ static void test_machine_sizing(void)
     CHECK(cr_cgroup_v2_quota("100000 0") == 0.0);
     cr_machine m = {.online = 16, .affinity = 16, .quota = 0, .cpus = 16};
     cr_config gpu = {.batch_max = -1}, cpu = {.batch_max = -1}, set = {.workers = 7, .http_threads = 3, .batch_max = 0};
-    cr_config_size(&gpu, &m, true);
-    CHECK(gpu.http_threads == 12 && gpu.workers == 4 && gpu.batch_max == 32); /* a core per worker */
-    cr_config_size(&cpu, &m, false);
+    cr_config_size(&gpu, &m, CR_GPUS_UNKNOWN);
+    CHECK(gpu.http_threads == 0 && gpu.workers == 4 && gpu.batch_max == 32); /* threads wait for the count */
+    cr_config_size(&gpu, &m, 1);
+    CHECK(gpu.http_threads == 12 && gpu.workers == 4); /* a core per worker */
+    cr_config two = {.batch_max = -1};
+    cr_config_size(&two, &m, 2);
+    CHECK(two.http_threads == 8 && two.workers == 4); /* every device's workers */
+    cr_config_size(&cpu, &m, 0);
     CHECK(cpu.http_threads == 16 && cpu.workers == 8 && cpu.batch_max == 0);
-    cr_config_size(&set, &m, true); /* what was set stays */
+    cr_config_size(&set, &m, 1); /* what was set stays */
     CHECK(set.workers == 7 && set.http_threads == 3 && set.batch_max == 0);
     cr_machine small = {.online = 64, .affinity = 64, .quota = 1.5, .cpus = 2};
     cr_config q = {.batch_max = -1};
-    cr_config_size(&q, &small, true);
+    cr_config_size(&q, &small, 1);
     CHECK(q.http_threads == 2 && q.workers == 2);
     cr_machine here;
     cr_machine_read(&here);
@@ -140,9 +145,9 @@ static void test_machine_sizing(void)
     CHECK(cr_cgroup_memory_limit("12x") == 0 && cr_cgroup_memory_limit("") == 0);
     cr_machine ram = {.cpus = 4, .ram = 16ull << 30, .memory = 16ull << 30};
     cr_config budget = {.batch_max = -1}, given = {.batch_max = -1, .max_memory_mb = 100};
-    cr_config_size(&budget, &ram, false);
+    cr_config_size(&budget, &ram, 0);
     CHECK(budget.max_memory_mb == 12288); /* 3/4 of the memory */
-    cr_config_size(&given, &ram, false);
+    cr_config_size(&given, &ram, 0);
     CHECK(given.max_memory_mb == 100);
 }
 
