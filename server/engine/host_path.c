@@ -23,11 +23,12 @@ static const cr_kernel *host_row(const cr_task *t)
     return k && cr_kernel_check(k, t, NULL, 0) == CR_KCHECK_OK ? k : NULL;
 }
 
+/* A limit of 0 is "never", even for an empty job's 0 flops. */
 static bool small_enough(const cr_config *c, const cr_task *t)
 {
     if (t->op == CR_OP_HISTOGRAM)
-        return (double)t->u.hist.count + (double)t->u.hist.bins <= (double)c->host_max_values;
-    return cr_task_flops(t) <= (double)c->host_max_flops;
+        return c->host_max_values > 0 && (double)t->u.hist.count + (double)t->u.hist.bins <= (double)c->host_max_values;
+    return c->host_max_flops > 0 && cr_task_flops(t) <= (double)c->host_max_flops;
 }
 
 /* Async jobs keep their queue (their 202 says "queued"), test-delayed jobs must be seen queued
