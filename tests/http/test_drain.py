@@ -7,6 +7,7 @@ import signal
 import threading
 import time
 
+import pytest
 import requests
 
 from conftest import DELAY_HEADER, HTTP_TIMEOUT_S, JOB_TIMEOUT_S, POLL_S, SLOW
@@ -114,10 +115,14 @@ def test_a_request_that_finishes_inside_the_grace_period_keeps_its_result(start_
     d.check_log()
 
 
-def test_new_connections_during_the_drain_are_answered_until_the_end(start_daemon):
+@pytest.mark.parametrize("host_path", [False, True], ids=["queue", "host-path"])
+def test_new_connections_during_the_drain_are_answered_until_the_end(start_daemon, host_path):
     """Between SIGTERM and the cut-off, new requests are answered (503 draining for work,
-    /healthz 200), not left hanging."""
-    d = start_daemon("--workers", "1", "--test-hooks", "--drain-timeout-s", "2")
+    /healthz 200), not left hanging; a job small enough for the HTTP thread is refused too."""
+    host = ["--host-max-flops", str(2 * 64 ** 3)] if host_path else []
+    d = start_daemon("--workers", "1", "--test-hooks", "--drain-timeout-s", "2", *host)
+    assert requests.post(d.url("/v1/gemm"), json=GEMM, timeout=HTTP_TIMEOUT_S).status_code == 200
+    assert gauge(d, "crunchd_host_jobs_total") == (1 if host_path else 0)  # where GEMM goes before
     running = Client(d.url("/v1/gemm"), GEMM, {DELAY_HEADER: "600000"})
     running.start()
     wait_jobs(d, running=1, queued=0)
