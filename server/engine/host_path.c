@@ -6,7 +6,7 @@
  * at 692k/s against 132k/s for 16x16 GEMMs. Such a job is cheaper run where it is, on the host
  * with the CPU backend's kernels, than anywhere else; above --host-max-flops (--host-max-values
  * for histograms) the device wins and the job queues as before. Only "auto" chooses this: a
- * named kernel, compare mode, a batch the client shaped on purpose, still run where they said. */
+ * named kernel and compare mode still run where the client said. */
 #include <stdio.h>
 
 #include "server/clock.h"
