@@ -319,6 +319,22 @@ int cr_bin_feed(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, c
     return 0;
 }
 
+void *cr_bin_span(const cr_bin_part *p, size_t *len)
+{
+    if (!p || !p->header_done || p->scatter || p->received >= p->h.data_bytes)
+        return NULL;
+    uint64_t left = p->h.data_bytes - p->received;
+    *len = left > SIZE_MAX ? SIZE_MAX : (size_t)left;
+    return (char *)p->data + p->received;
+}
+
+void cr_bin_spanned(cr_bin_request *r, cr_bin_part *p, size_t n)
+{
+    p->received += n;
+    if (r->alloc.ready && r->req.buf_free[p->slot])
+        r->alloc.ready(p->data, (size_t)p->received, (size_t)p->h.data_bytes);
+}
+
 /* ---- the request ------------------------------------------------------------------------------ */
 
 static int check_complete(const cr_bin_part *p, cr_error *err)

@@ -37,6 +37,12 @@ cr_bin_part *cr_bin_start(cr_bin_request *r, const char *name, cr_error *err);
 cr_bin_part *cr_bin_start_raw(cr_bin_request *r, uint64_t bytes, cr_error *err);
 /* The next n bytes of a part: header bytes first, then data straight into its buffer. */
 int cr_bin_feed(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, cr_error *err);
+/* Where the part's next data bytes may be received in place (a socket read straight into its
+ * array: no copy), and how many are still due (*len); NULL while its header is incomplete, for a
+ * part scattered as it arrives, or once it is complete: feed those bytes with cr_bin_feed. */
+void *cr_bin_span(const cr_bin_part *p, size_t *len);
+/* n bytes landed at cr_bin_span's address. */
+void cr_bin_spanned(cr_bin_request *r, cr_bin_part *p, size_t n);
 /* Every part complete and conforming: moves the arrays into out (a request the engine can run;
  * out's bufs are freed by cr_request_free with the allocator that made them). */
 int cr_bin_finish(cr_bin_request *r, cr_request *out, cr_error *err);

@@ -51,7 +51,7 @@ struct cr_job {
     cr_compare_row *compare;      /* "all" mode rows, n_compare of them */
     int n_compare;
     _Atomic int refs;             /* the job table and in-flight users each hold one */
-    void *conn;                   /* suspended MHD connection of a sync job, NULL otherwise */
+    void *conn;                   /* the HTTP request (cr_conn) waiting for a sync job, NULL otherwise */
     void (*on_done)(cr_job *j);   /* called by the worker once the job is finished, any state */
     int64_t debug_delay_ms;       /* --test-hooks only: the worker waits this long first */
     cr_job *next;                 /* queue link */

@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 
+#include "server/http/direct.h"
+#include "server/http/respond.h"
+
 /* libmicrohttpd asks for this much compressed output per call (its buffer for our reader). */
 #define ANSWER_BLOCK (64 * 1024)
 
@@ -70,10 +73,9 @@ struct MHD_Response *cr_answer_response(cr_conn *c, const char *content_type, co
         bytes += spans[i].n;
     int level = c->h->deps.cfg->gzip_level;
     cr_coding coding = CR_CODING_IDENTITY;
-    if (level > 0 && cr_deflate_worth_it(content_type, bytes)) {
+    if (level > 0 && cr_deflate_worth_it(content_type, bytes) && !c->direct) { /* direct.h: never coded */
         c->vary_encoding = true;
-        coding = cr_coding_negotiate(MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
-                                                                  MHD_HTTP_HEADER_ACCEPT_ENCODING));
+        coding = cr_coding_negotiate(cr_header(c, MHD_HTTP_HEADER_ACCEPT_ENCODING));
     }
     struct MHD_Response *r = coding == CR_CODING_IDENTITY ? plain_response(spans, n, done, cls)
                                                           : coded_response(coding, level, spans, n, done, cls);
@@ -83,5 +85,7 @@ struct MHD_Response *cr_answer_response(cr_conn *c, const char *content_type, co
         return NULL;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (c->direct)
+        cr_direct_keep_body(c->direct, spans, n);
     return r;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "kernels/registry.h"
@@ -24,6 +25,7 @@
 #include "server/http/respond.h"
 #include "server/http/routes.h"
 #include "server/http/submit.h"
+#include "server/http/unix_accept.h"
 #include "server/http/upload.h"
 #include "server/kserve/kserve.h"
 #include "server/obs/log.h"
@@ -36,7 +38,7 @@ static enum MHD_Result refuse_405(cr_conn *c, const char *allow)
             c->path, allow);
     snprintf(c->error_code, sizeof c->error_code, "%s", e.code);
     char *body = c->kserve ? cr_json_error_v2(&e, &len) : cr_json_error(&e, &len);
-    struct MHD_Response *r = cr_json_response(body, len);
+    struct MHD_Response *r = cr_json_response(c, body, len);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
@@ -206,17 +208,10 @@ static void log_request(const cr_conn *c)
     cr_log_req(&r);
 }
 
-static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                              enum MHD_RequestTerminationCode toe)
+void cr_conn_end(cr_conn *c, int unanswered)
 {
-    (void)cls;
-    cr_read_clock_restart(conn); /* the next request on this connection is due from now */
-    cr_conn *c = *con_cls;
-    if (!c)
-        return;
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->status) /* no answer was sent: */
-        c->status = cr_read_clock_was_cut(conn) ? 408 /* too slow (read_deadline.h) */
-                                                : 499; /* the client went away: nginx's convention */
+    if (!c->status)
+        c->status = unanswered;
     cr_metrics_request(c->label, c->status, cr_now() - c->t0);
     log_request(c);
     cr_sync_forget(c);
@@ -227,7 +222,20 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     atomic_fetch_sub(&c->h->active, 1);
     cr_body_free(c);
     free(c);
+}
+
+static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                              enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    cr_read_clock_restart(conn); /* the next request on this connection is due from now */
+    cr_conn *c = *con_cls;
+    if (!c)
+        return;
     *con_cls = NULL;
+    /* no answer was sent: too slow (read_deadline.h), or the client went away (nginx's 499) */
+    bool unanswered = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    cr_conn_end(c, !unanswered ? 0 : cr_read_clock_was_cut(conn) ? 408 : 499);
 }
 
 static int make_addr(const char *bind, uint16_t port, struct sockaddr_storage *ss, char *err, size_t errlen)
@@ -254,12 +262,17 @@ static int make_addr(const char *bind, uint16_t port, struct sockaddr_storage *s
  * single-threaded, so the buffer is only read while no other thread writes it. */
 static char mhd_last_message[256];
 
+/* cls: non-NULL for the Unix socket's daemon. Its connections come from MHD_add_connection,
+ * whose sockets libmicrohttpd 0.9.75 takes for TCP: it tries TCP_NODELAY and TCP_CORK on each and
+ * warns three times per answer that they failed. They cannot apply to a Unix socket (nothing
+ * there delays a send), so those warnings are dropped. */
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
     char msg[sizeof mhd_last_message];
     vsnprintf(msg, sizeof msg, fmt, ap);
     msg[strcspn(msg, "\n")] = '\0';
+    if (cls && (strstr(msg, "TCP_NODELAY") || strstr(msg, "TCP_CORK") || strstr(msg, "push the data")))
+        return;
     snprintf(mhd_last_message, sizeof mhd_last_message, "%s", msg);
     cr_log("warn", "libmicrohttpd: %s", msg);
 }
@@ -292,8 +305,8 @@ static void explain_start_failure(const cr_config *cfg, const struct sockaddr_st
 /* The options both daemons share: the same handlers, pool size and per-connection limits. The
  * logger comes first: libmicrohttpd reports what goes wrong with the options after it there,
  * and warned at every start (on stderr, past our log) while it was last. */
-#define COMMON_OPTIONS(h)                                                                         \
-    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,                                                 \
+#define COMMON_OPTIONS(h, log_cls)                                                                 \
+    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, (log_cls),                                            \
     MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(h)->deps.cfg->http_threads,                           \
     MHD_OPTION_CONNECTION_LIMIT, (unsigned)(h)->deps.cfg->max_connections,                        \
     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(h)->deps.cfg->conn_timeout_s,                       \
@@ -325,7 +338,7 @@ static int start_tcp(cr_http *h, uint16_t *port, char *err, size_t errlen)
     mhd_last_message[0] = '\0';
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, access_handler, h,
-        COMMON_OPTIONS(h),
+        COMMON_OPTIONS(h, NULL),
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
         MHD_OPTION_ARRAY, h->tls.options,
@@ -340,22 +353,28 @@ static int start_tcp(cr_http *h, uint16_t *port, char *err, size_t errlen)
     return 0;
 }
 
-/* The socket is ours to create (stale files, mode, group); libmicrohttpd takes it from listen()
- * on and closes it at stop. No per-IP limit: libmicrohttpd counts only IP addresses, and would
- * refuse every unix peer under one. No TLS: the file's permissions are the protection. */
+/* The socket is ours to create (stale files, mode, group) and to accept on (unix_accept.c: big
+ * uploads are read by us, everything else is added to this libmicrohttpd daemon). No per-IP
+ * limit: libmicrohttpd counts only IP addresses, and would refuse every unix peer under one. No
+ * TLS: the file's permissions are the protection. */
 static int start_unix(cr_http *h, char *err, size_t errlen)
 {
     const cr_config *cfg = h->deps.cfg;
     if (cr_unix_listen(&h->unix_sock, cfg->unix_socket, cfg->unix_mode, cfg->unix_socket_group, 128, err,
                        errlen) < 0)
         return -1;
+    /* Started on the socket so that it knows its connections are not TCP (it would set TCP
+     * options on each and warn), then told to stop accepting: connections come from us. */
     h->unix_daemon = MHD_start_daemon(
         BASE_FLAGS, 0, NULL, NULL, access_handler, h,
-        COMMON_OPTIONS(h),
+        COMMON_OPTIONS(h, (void *)h),
         MHD_OPTION_LISTEN_SOCKET, h->unix_sock.fd,
         MHD_OPTION_END);
-    if (!h->unix_daemon) {
-        snprintf(err, errlen, "cannot serve on the unix socket %s", cfg->unix_socket);
+    int fl = h->unix_daemon && MHD_quiesce_daemon(h->unix_daemon) == h->unix_sock.fd ? fcntl(h->unix_sock.fd, F_GETFL) : -1;
+    if (!h->unix_daemon || fl < 0 || fcntl(h->unix_sock.fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+        !(h->unix_accept = cr_unix_accept_start(h, h->unix_sock.fd, h->unix_daemon, err, errlen))) {
+        if (!h->unix_daemon || fl < 0)
+            snprintf(err, errlen, "cannot serve on the unix socket %s", cfg->unix_socket);
         close(h->unix_sock.fd);
         cr_unix_remove(&h->unix_sock);
         return -1;
@@ -367,8 +386,9 @@ static void http_free(cr_http *h)
 {
     if (h->daemon)
         MHD_stop_daemon(h->daemon);
+    cr_unix_accept_stop(h->unix_accept); /* closes the listening socket; before the daemon it feeds */
     if (h->unix_daemon) {
-        MHD_stop_daemon(h->unix_daemon); /* closes the listening socket */
+        MHD_stop_daemon(h->unix_daemon);
         cr_unix_remove(&h->unix_sock);
     }
     cr_read_deadlines_destroy(&h->deadlines); /* after the daemons: every close was notified */

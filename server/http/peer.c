@@ -6,17 +6,23 @@
 #include <string.h>
 #include <sys/socket.h>
 
-static void read_credentials(struct MHD_Connection *conn, cr_peer *out)
+static void read_credentials(int fd, cr_peer *out)
 {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     struct ucred cred;
     socklen_t len = sizeof cred;
     out->uid = (uid_t)-1;
     out->pid = 0;
-    if (ci && getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred) {
+    if (fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred) {
         out->uid = cred.uid;
         out->pid = cred.pid;
     }
+}
+
+void cr_peer_read_fd(int fd, cr_peer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->is_unix = true;
+    read_credentials(fd, out);
 }
 
 void cr_peer_read(struct MHD_Connection *conn, cr_peer *out)
@@ -25,8 +31,9 @@ void cr_peer_read(struct MHD_Connection *conn, cr_peer *out)
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     const struct sockaddr *sa = ci ? ci->client_addr : NULL;
     if (sa && sa->sa_family == AF_UNIX) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         out->is_unix = true;
-        read_credentials(conn, out);
+        read_credentials(fd ? fd->connect_fd : -1, out);
     } else if (sa && sa->sa_family == AF_INET) {
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out->addr, sizeof out->addr);
     } else if (sa && sa->sa_family == AF_INET6) {

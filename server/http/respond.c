@@ -8,10 +8,16 @@
 
 #include "server/codec/json_encode.h"
 #include "server/http/answer_coding.h"
+#include "server/http/direct.h"
 
 const char *cr_header(cr_conn *c, const char *name)
 {
-    return MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, name);
+    return c->direct ? cr_direct_header(c->direct, name) : MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, name);
+}
+
+int cr_query_each(cr_conn *c, MHD_KeyValueIterator it, void *cls)
+{
+    return c->direct ? cr_direct_args(c->direct, it, cls) : MHD_get_connection_values(c->conn, MHD_GET_ARGUMENT_KIND, it, cls);
 }
 
 /* CORS on: an allowed origin may read the answer and the headers a script needs; the answer
@@ -47,20 +53,17 @@ enum MHD_Result cr_queue(cr_conn *c, int status, struct MHD_Response *r)
      * a connection the exit is about to close under it. */
     if (c->close_after || cr_engine_draining(c->h->deps.engine))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (c->direct)
+        return cr_direct_queue(c, status, r);
     enum MHD_Result ret = MHD_queue_response(c->conn, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-struct MHD_Response *cr_json_response(char *body, size_t len)
+struct MHD_Response *cr_json_response(cr_conn *c, char *body, size_t len)
 {
-    struct MHD_Response *r = body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE) : NULL;
-    if (!r) {
-        free(body);
-        return NULL;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    return r;
+    cr_span span = {body, len};
+    return body ? cr_answer_response(c, "application/json", &span, 1, free, body) : NULL;
 }
 
 /* The job a response is about: its id, where its time went, the kernel that ran it. */

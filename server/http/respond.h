@@ -9,6 +9,9 @@
 
 /* A request header's value, or NULL. */
 const char *cr_header(cr_conn *c, const char *name);
+/* Calls it on each query parameter (decoded; value NULL for a bare key) until it says MHD_NO
+ * (it may be NULL: only count). How many it saw. */
+int cr_query_each(cr_conn *c, MHD_KeyValueIterator it, void *cls);
 
 /* Sends body (malloc'd; owned from here on, NULL means out of memory: a 503 goes instead). */
 enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *body, size_t len);
@@ -23,7 +26,7 @@ __attribute__((format(printf, 5, 6))) enum MHD_Result
 cr_refuse(cr_conn *c, int status, const char *code, const char *field, const char *fmt, ...);
 /* A JSON response of body (owned from here on) for the caller to add headers to, then cr_queue;
  * NULL when memory ran out (body freed). */
-struct MHD_Response *cr_json_response(char *body, size_t len);
+struct MHD_Response *cr_json_response(cr_conn *c, char *body, size_t len);
 /* Queues a response the caller built (iovec bodies, extra headers), then drops the caller's
  * reference to it. Adds what every answer carries: X-Request-Id, the CORS headers, Vary. */
 enum MHD_Result cr_queue(cr_conn *c, int status, struct MHD_Response *r);

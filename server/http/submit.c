@@ -8,6 +8,7 @@
 
 #include "server/clock.h"
 #include "server/http/answer.h"
+#include "server/http/direct.h"
 #include "server/http/respond.h"
 
 /* Orders a worker's resume against the request forgetting its job (the connection may be gone). */
@@ -55,8 +56,9 @@ int cr_apply_job_headers(cr_conn *c, cr_job *j, cr_error *err)
 
 static void waiting_add(cr_conn *c)
 {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    c->fd = ci ? ci->connect_fd : -1;
+    const union MHD_ConnectionInfo *ci =
+        c->direct ? NULL : MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    c->fd = c->direct ? cr_direct_fd(c->direct) : ci ? ci->connect_fd : -1;
     pthread_mutex_lock(&c->h->waiting_mu);
     c->wait_prev = NULL;
     c->wait_next = c->h->waiting_head;
@@ -81,12 +83,17 @@ static void waiting_remove(cr_conn *c)
 
 /* Resuming a connection that is not suspended is undefined in libmicrohttpd, and a job may be
  * finished by its worker while the drain's cut-off resumes its connection: whoever resumes
- * first clears j->conn (under resume_mu), so each suspension is resumed exactly once. */
+ * first clears j->conn (the waiting cr_conn, under resume_mu), so each suspension is resumed
+ * exactly once. A direct request's thread is woken instead (direct.h). */
 static void resume_once(cr_job *j)
 {
-    if (!j->conn)
+    cr_conn *c = j->conn;
+    if (!c)
         return;
-    MHD_resume_connection(j->conn);
+    if (c->direct)
+        cr_direct_wake(c->direct);
+    else
+        MHD_resume_connection(c->conn);
     j->conn = NULL;
 }
 
@@ -108,16 +115,17 @@ enum MHD_Result cr_run_sync(cr_conn *c, cr_job *j, cr_conn_encoder enc)
     case -1: return cr_send_error(c, &c->pending);
     default: break; /* for a device: queue it */
     }
-    j->conn = c->conn;
+    j->conn = c;
     j->on_done = resume_on_done;
     c->waiting = true;
-    MHD_suspend_connection(c->conn);
+    if (!c->direct)
+        MHD_suspend_connection(c->conn);
     waiting_add(c);
     if (cr_engine_submit(c->h->deps.engine, j, &c->pending) < 0) {
         c->has_pending = true;
         resume_on_done(j);
     }
-    return MHD_YES;
+    return c->direct ? cr_direct_wait(c) : MHD_YES;
 }
 
 static enum MHD_Result answer_cut_off(cr_conn *c)
@@ -142,8 +150,9 @@ enum MHD_Result cr_sync_resumed(cr_conn *c)
     pthread_mutex_lock(&resume_mu);
     bool finished = cr_job_finished(c->job);
     if (!finished) {
-        c->job->conn = c->conn;
-        MHD_suspend_connection(c->conn);
+        c->job->conn = c;
+        if (!c->direct)
+            MHD_suspend_connection(c->conn);
     }
     pthread_mutex_unlock(&resume_mu);
     if (finished)

@@ -10,6 +10,7 @@
 
 #include "server/codec/binary_decode.h"
 #include "server/http/body.h"
+#include "server/http/body_stream.h"
 
 typedef enum { UP_MULTIPART, UP_NPY, UP_RAW } upload_kind;
 
@@ -27,6 +28,9 @@ struct cr_upload {
     bool failed;             /* the iterator refused something: err says what */
     bool buffered;           /* raw bytes of unknown length (a coded body): held in c->body
                                 until complete, then one array of exactly that size */
+    char delim[4 + 72];      /* a direct multipart body's "\r\n--boundary" (RFC 2046: 1-70 chars) */
+    size_t delim_len;
+    bool closed;             /* its closing delimiter arrived */
     cr_error err;
 };
 
@@ -73,7 +77,7 @@ static int read_params(cr_conn *c, const cr_limits *lim, cr_params *p, cr_error 
 {
     query_walk w = {p, lim, err, 0};
     cr_params_init(p, route_op(c));
-    MHD_get_connection_values(c->conn, MHD_GET_ARGUMENT_KIND, query_pair, &w);
+    cr_query_each(c, query_pair, &w);
     return w.rc ? -1 : cr_params_finish(p, err);
 }
 
@@ -161,6 +165,204 @@ static enum MHD_Result part_data(void *cls, enum MHD_ValueKind kind, const char 
     return MHD_YES;
 }
 
+static void fail_later(cr_upload *u, const cr_error *e);
+
+/* ---- multipart read by us (the Unix socket's direct path) -------------------------------------- */
+
+/* A parameter of a header value ("form-data; name=\"a\"", "multipart/form-data; boundary=x"),
+ * quoted or not, into out; false when absent or longer than n - 1. */
+static bool header_param(const char *value, const char *key, char *out, size_t n)
+{
+    size_t klen = strlen(key);
+    for (const char *p = strchr(value, ';'); p; p = strchr(p + 1, ';')) {
+        const char *at = p + 1;
+        while (*at == ' ' || *at == '\t')
+            at++;
+        if (strncasecmp(at, key, klen) != 0 || at[klen] != '=')
+            continue;
+        at += klen + 1;
+        bool quoted = *at == '"';
+        const char *end = quoted ? strchr(++at, '"') : at + strcspn(at, "; \t");
+        if (!end || (size_t)(end - at) >= n || end == at)
+            return false;
+        memcpy(out, at, (size_t)(end - at));
+        out[end - at] = '\0';
+        return true;
+    }
+    return false;
+}
+
+static int direct_boundary(cr_upload *u, const char *ct, cr_error *err)
+{
+    char b[72];
+    if (!ct || !header_param(ct, "boundary", b, sizeof b) || strlen(b) > 70)
+        return cr_fail(err, 400, "invalid_field", "Content-Type",
+                       "multipart/form-data needs a boundary parameter (1 to 70 characters)");
+    u->delim_len = (size_t)snprintf(u->delim, sizeof u->delim, "\r\n--%s", b);
+    return 0;
+}
+
+static void direct_fail(cr_upload *u, int status, const char *msg)
+{
+    cr_error e;
+    cr_fail(&e, status, "invalid_field", "body", "%s", msg);
+    fail_later(u, &e);
+}
+
+/* Body bytes that are not received in place: into the part (header bytes, a scattered part,
+ * anything past its declared data, which cr_bin_feed refuses), or dropped once it failed. */
+static void feed_part(cr_conn *c, cr_upload *u, const char *data, size_t n)
+{
+    cr_error err;
+    c->len += n;
+    if (!u->failed && n && cr_bin_feed(u->bin, u->part, data, n, &err) != 0)
+        fail_later(u, &err);
+}
+
+/* A part's bytes up to its delimiter (multipart) or the body's end (x-npy, raw bytes): its data
+ * straight from the socket into its array once the header is parsed. 1: at the delimiter (not yet
+ * taken); 0: the body ended; -1: the connection failed. */
+static int receive_part(cr_conn *c, cr_upload *u, cr_body_stream *s, bool delimited)
+{
+    size_t dlen = delimited ? u->delim_len : 0;
+    for (;;) {
+        size_t want = 0;
+        void *dst = u->failed ? NULL : cr_bin_span(u->part, &want);
+        if (dst) {
+            ssize_t got = cr_body_stream_read(s, dst, want);
+            if (got <= 0)
+                return (int)got;
+            cr_bin_spanned(u->bin, u->part, (size_t)got);
+            c->len += (size_t)got;
+            continue;
+        }
+        ssize_t avail = cr_body_stream_fill(s, dlen ? dlen : 1);
+        if (avail <= 0)
+            return (int)avail;
+        const char *data = cr_body_stream_data(s);
+        const char *hit = dlen ? memmem(data, (size_t)avail, u->delim, dlen) : NULL;
+        /* without a hit, keep a tail that may be the start of the delimiter */
+        size_t k = hit ? (size_t)(hit - data) : dlen && s->left ? (size_t)avail - (dlen - 1) : (size_t)avail;
+        feed_part(c, u, data, k);
+        cr_body_stream_take(s, k);
+        if (hit)
+            return 1;
+    }
+}
+
+/* The part's header lines, up to the blank line; its name from Content-Disposition. */
+static int receive_part_head(cr_upload *u, cr_body_stream *s, char *name, size_t n)
+{
+    enum { PART_HEAD_MAX = 8192 };
+    const char *end = NULL;
+    for (size_t need = 2; !end; ) {
+        ssize_t avail = cr_body_stream_fill(s, need);
+        if (avail < 0)
+            return -1;
+        if ((size_t)avail < need) /* the body ended */
+            return direct_fail(u, 400, "the multipart/form-data body ends early (no closing boundary)"), 0;
+        const char *d = cr_body_stream_data(s);
+        size_t look = (size_t)avail < PART_HEAD_MAX ? (size_t)avail : PART_HEAD_MAX;
+        end = d[0] == '\r' && d[1] == '\n' ? d : memmem(d, look, "\r\n\r\n", 4);
+        if (!end && look == PART_HEAD_MAX)
+            return direct_fail(u, 400, "a multipart part's headers pass 8 KiB"), 0;
+        need = (size_t)avail + 1;
+    }
+    const char *d = cr_body_stream_data(s);
+    size_t len = (size_t)(end - d) + (end == d ? 2 : 4);
+    char head[PART_HEAD_MAX + 1];
+    memcpy(head, d, len);
+    head[len] = '\0';
+    cr_body_stream_take(s, len);
+    name[0] = '\0';
+    for (char *line = head; line && *line; ) {
+        char *next = strstr(line, "\r\n");
+        if (next)
+            *next = '\0', next += 2;
+        if (strncasecmp(line, "Content-Disposition:", 20) == 0 && !header_param(line, "name", name, n)) {
+            direct_fail(u, 400, "a multipart part has no name of at most 15 characters");
+            return 0;
+        }
+        line = next;
+    }
+    return 1;
+}
+
+/* After a delimiter: "--" closes the body (the epilogue is dropped); else transport padding and
+ * CRLF open the next part. 1: a part follows; 0: the end; -1: the connection failed. */
+static int after_delimiter(cr_upload *u, cr_body_stream *s)
+{
+    ssize_t avail = cr_body_stream_fill(s, 2);
+    if (avail < 0)
+        return -1;
+    const char *d = cr_body_stream_data(s);
+    if (avail >= 2 && d[0] == '-' && d[1] == '-') {
+        u->closed = true;
+        return cr_body_stream_discard(s) < 0 ? -1 : 0;
+    }
+    size_t i = 0;
+    for (;; i++) {
+        if (i + 2 > (size_t)avail && (avail = cr_body_stream_fill(s, i + 2)) < 0)
+            return -1;
+        d = cr_body_stream_data(s);
+        if (i + 2 > (size_t)avail || (d[i] != ' ' && d[i] != '\t') || i == 256) /* padding: a few bytes */
+            break;
+    }
+    if (i + 2 > (size_t)avail || d[i] != '\r' || d[i + 1] != '\n')
+        return direct_fail(u, 400, "the multipart/form-data body is malformed"), 0;
+    cr_body_stream_take(s, i + 2);
+    return 1;
+}
+
+/* The preamble, if any, up to the first delimiter (which may open the body without its CRLF).
+ * 1: just past it; 0: the body ended; -1: the connection failed. */
+static int skip_preamble(cr_conn *c, cr_upload *u, cr_body_stream *s)
+{
+    size_t open_len = u->delim_len - 2;
+    ssize_t avail = cr_body_stream_fill(s, open_len);
+    if (avail < 0)
+        return -1;
+    if ((size_t)avail >= open_len && memcmp(cr_body_stream_data(s), u->delim + 2, open_len) == 0) {
+        cr_body_stream_take(s, open_len);
+        return 1;
+    }
+    bool failed = u->failed;
+    u->failed = true; /* the preamble is nobody's data: dropped */
+    int rc = receive_part(c, u, s, true);
+    u->failed = failed;
+    if (rc == 1)
+        cr_body_stream_take(s, u->delim_len);
+    return rc;
+}
+
+static int receive_multipart(cr_conn *c, cr_upload *u, cr_body_stream *s)
+{
+    int rc = skip_preamble(c, u, s);
+    while (rc == 1 && (rc = after_delimiter(u, s)) == 1) {
+        char name[16];
+        if ((rc = receive_part_head(u, s, name, sizeof name)) != 1)
+            break;
+        cr_error err;
+        if (!u->failed && !(u->part = cr_bin_start(u->bin, name, &err)))
+            fail_later(u, &err);
+        if ((rc = receive_part(c, u, s, true)) == 1)
+            cr_body_stream_take(s, u->delim_len);
+    }
+    if (rc < 0)
+        return -1;
+    if (!u->closed && !u->failed)
+        direct_fail(u, 400, "the multipart/form-data body ends early (no closing boundary)");
+    return cr_body_stream_discard(s);
+}
+
+int cr_upload_receive(cr_conn *c, cr_body_stream *s)
+{
+    cr_upload *u = c->upload;
+    if (u->kind == UP_MULTIPART)
+        return receive_multipart(c, u, s);
+    return receive_part(c, u, s, false) < 0 ? -1 : 0;
+}
+
 /* ---- entry points -------------------------------------------------------------------------------- */
 
 static int begin_body(cr_conn *c, cr_upload *u, const cr_params *p, const cr_limits *lim,
@@ -184,6 +386,8 @@ static int begin_body(cr_conn *c, cr_upload *u, const cr_params *p, const cr_lim
         return (u->part = cr_bin_start_raw(u->bin, declared, err)) ? 0 : -1;
     if (u->kind == UP_NPY)
         return (u->part = cr_bin_start(u->bin, cr_bin_body_part_name(p->op), err)) ? 0 : -1;
+    if (c->direct)
+        return direct_boundary(u, cr_header(c, MHD_HTTP_HEADER_CONTENT_TYPE), err);
     u->pp = MHD_create_post_processor(c->conn, PP_BUFFER, part_data, u);
     if (!u->pp)
         return cr_fail(err, 400, "invalid_field", "Content-Type",

@@ -5,6 +5,7 @@
 #ifndef CRUNCHD_UPLOAD_H
 #define CRUNCHD_UPLOAD_H
 
+#include "server/http/body_stream.h"
 #include "server/http/conn.h"
 
 typedef struct cr_upload cr_upload;
@@ -20,6 +21,12 @@ enum MHD_Result cr_upload_begin(cr_conn *c);
  * is complete). Raw bytes of a coded body are buffered until their length is known. Consumes
  * *size. */
 enum MHD_Result cr_upload_feed(cr_conn *c, const char *data, size_t *size);
+
+/* The whole body read by us from the socket (the Unix socket's direct path, direct.c) instead of
+ * fed by libmicrohttpd: arrays' data is received straight into them, multipart parsed here. A
+ * refusal is kept as cr_upload_feed keeps it (the rest of the body read and dropped). 0 once the
+ * body is read, -1 when the connection failed (s->error). */
+int cr_upload_receive(cr_conn *c, cr_body_stream *s);
 
 /* Once the body is complete: the decoded request (every part present, complete, conforming). */
 int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err);

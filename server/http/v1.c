@@ -203,7 +203,7 @@ static enum MHD_Result first_key(void *cls, enum MHD_ValueKind kind, const char 
 static int refuse_query_on_json(cr_conn *c, cr_error *err)
 {
     char key[64] = "";
-    if (MHD_get_connection_values(c->conn, MHD_GET_ARGUMENT_KIND, first_key, key) == 0)
+    if (cr_query_each(c, first_key, key) == 0)
         return 0;
     return cr_fail(err, 400, "invalid_parameter", key,
                    "query parameter \"%.40s\" on a JSON request: query parameters are for binary "
@@ -276,7 +276,7 @@ enum MHD_Result cr_route_job_submit(cr_conn *c)
     char location[64];
     snprintf(location, sizeof location, "/v1/jobs/%s", j->id);
     char *body = cr_json_accepted(j, &len);
-    struct MHD_Response *r = cr_json_response(body, len);
+    struct MHD_Response *r = cr_json_response(c, body, len);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, location);

@@ -1,0 +1,133 @@
+/* Bodies read from our own sockets; see body_stream.h. */
+#include "server/http/body_stream.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "server/clock.h"
+#include "server/obs/metrics.h"
+
+/* The stop flag is looked at this often while a client is silent. */
+#define WAIT_SLICE_MS 100
+
+void cr_body_stream_init(cr_body_stream *s, int fd, uint64_t length, double t0, int head_s, int min_rate_kbs,
+                         int idle_s, const _Atomic bool *stop)
+{
+    s->fd = fd;
+    s->left = length;
+    s->got = 0;
+    s->t0 = t0;
+    s->head_s = head_s;
+    s->min_rate = min_rate_kbs * 1024.0;
+    s->idle_s = idle_s;
+    s->stop = stop;
+    s->error = CR_STREAM_OK;
+    s->pos = s->len = 0;
+}
+
+/* When the body must have reached its current length plus one more byte, at the latest. */
+static double deadline(const cr_body_stream *s, double since)
+{
+    double d = s->idle_s > 0 ? since + s->idle_s : 1e300;
+    if (s->head_s > 0 && s->min_rate > 0) {
+        double rate = s->t0 + s->head_s + (double)s->got / s->min_rate;
+        d = rate < d ? rate : d;
+    }
+    return d;
+}
+
+static int fail(cr_body_stream *s, cr_stream_error e)
+{
+    s->error = e;
+    return -1;
+}
+
+static int wait_readable(cr_body_stream *s)
+{
+    double since = cr_now(), until = deadline(s, since);
+    for (;;) {
+        if (atomic_load(s->stop))
+            return fail(s, CR_STREAM_STOPPED);
+        double now = cr_now();
+        if (now >= until)
+            return fail(s, CR_STREAM_SLOW);
+        double ms = (until - now) * 1e3;
+        struct pollfd p = {.fd = s->fd, .events = POLLIN};
+        int rc = poll(&p, 1, ms < WAIT_SLICE_MS ? (int)ms + 1 : WAIT_SLICE_MS);
+        if (rc > 0)
+            return 0;
+        if (rc < 0 && errno != EINTR)
+            return fail(s, CR_STREAM_GONE);
+    }
+}
+
+/* One recv of up to n bytes (n <= s->left) into dst, waiting for some when there are none. */
+static ssize_t receive(cr_body_stream *s, void *dst, size_t n)
+{
+    for (;;) {
+        ssize_t got = recv(s->fd, dst, n, MSG_DONTWAIT);
+        if (got > 0) {
+            s->left -= (uint64_t)got;
+            s->got += (uint64_t)got;
+            cr_metrics_bytes_in((uint64_t)got);
+            return got;
+        }
+        if (got == 0)
+            return fail(s, CR_STREAM_GONE);
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return fail(s, CR_STREAM_GONE);
+        if (wait_readable(s) < 0)
+            return -1;
+    }
+}
+
+ssize_t cr_body_stream_fill(cr_body_stream *s, size_t min)
+{
+    if (s->len - s->pos >= min || !s->left)
+        return (ssize_t)(s->len - s->pos);
+    memmove(s->buf, s->buf + s->pos, s->len - s->pos);
+    s->len -= s->pos;
+    s->pos = 0;
+    while (s->len < min && s->left) {
+        size_t room = sizeof s->buf - s->len;
+        ssize_t got = receive(s, s->buf + s->len, room < s->left ? room : (size_t)s->left);
+        if (got < 0)
+            return -1;
+        s->len += (size_t)got;
+    }
+    return (ssize_t)s->len;
+}
+
+void cr_body_stream_take(cr_body_stream *s, size_t n)
+{
+    s->pos += n;
+}
+
+ssize_t cr_body_stream_read(cr_body_stream *s, void *dst, size_t n)
+{
+    size_t buffered = s->len - s->pos;
+    if (buffered) {
+        size_t k = n < buffered ? n : buffered;
+        memcpy(dst, s->buf + s->pos, k);
+        s->pos += k;
+        return (ssize_t)k;
+    }
+    if (!s->left || !n)
+        return 0;
+    return receive(s, dst, n < s->left ? n : (size_t)s->left);
+}
+
+int cr_body_stream_discard(cr_body_stream *s)
+{
+    s->pos = s->len = 0;
+    while (s->left) {
+        ssize_t got = receive(s, s->buf, s->left < sizeof s->buf ? (size_t)s->left : sizeof s->buf);
+        if (got < 0)
+            return -1;
+    }
+    return 0;
+}

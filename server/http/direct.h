@@ -1,0 +1,46 @@
+/* Big binary uploads on the Unix socket, read by us instead of libmicrohttpd (issue 15): its
+ * read buffer put every byte through two copies in a row on one thread, and a 134 MB upload
+ * arrived at half a bare socket's rate. A request is taken (cr_direct_takes) when it is a POST of
+ * at least --unix-direct-min-kb of .npy, multipart .npy or raw bytes to /v1/gemm, /v1/ata,
+ * /v1/histogram or /v1/jobs, framed by one Content-Length, not coded, with a valid X-Request-Id
+ * and the bearer token when auth is on, while the daemon is not draining; every other request,
+ * and every refusal of the head, stays with libmicrohttpd (unix_accept.c hands it over).
+ *
+ * A taken request runs through the same cr_conn and the route's own handler as any other: only
+ * the transport differs (c->direct): cr_header, the query, cr_queue and the sync wait are served
+ * from here. The arrays' bytes are received straight into their buffers (pinned on cuda, so the
+ * device copies overlap the upload), the job is waited for on this thread, and the answer is
+ * written with one sendmsg straight from the job's output. Not here: compressed answers (a
+ * direct answer is never coded) and HTTP/1.0. */
+#ifndef CRUNCHD_HTTP_DIRECT_H
+#define CRUNCHD_HTTP_DIRECT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "server/codec/answer_deflate.h"
+#include "server/http/conn.h"
+#include "server/http/http_head.h"
+
+typedef struct cr_direct cr_direct;
+
+bool cr_direct_takes(cr_http *h, const cr_head *hd);
+
+/* Serves the request whose head hd is next, unread, on fd (non-blocking): its answer, or its
+ * end when the client breaks off. Whether fd may carry another request. */
+bool cr_direct_serve(cr_http *h, int fd, const cr_head *hd, const _Atomic bool *stop);
+
+/* The transport's side of cr_conn (respond.c, answer_coding.c, submit.c, upload.c). */
+const char *cr_direct_header(const cr_direct *d, const char *name);
+int cr_direct_args(const cr_direct *d, MHD_KeyValueIterator it, void *cls);
+/* The answer's body (up to 2 spans), valid until its response is destroyed. */
+void cr_direct_keep_body(cr_direct *d, const cr_span *spans, int n);
+/* Writes the answer (or keeps it until the body has been read); takes r. */
+enum MHD_Result cr_direct_queue(cr_conn *c, int status, struct MHD_Response *r);
+int cr_direct_fd(const cr_direct *d);
+/* The job's worker (or the drain's cut-off) wakes the request's thread. */
+void cr_direct_wake(cr_direct *d);
+/* Blocks until woken, then answers as a resumed connection does (cr_sync_resumed). */
+enum MHD_Result cr_direct_wait(cr_conn *c);
+
+#endif
