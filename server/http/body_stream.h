@@ -13,6 +13,9 @@
 #include <sys/types.h>
 
 #define CR_BODY_STREAM_BUF (64 * 1024)
+/* Data received in place arrives in pieces of at most this: each is handed on (to the copy to the
+ * device) as soon as it is whole. */
+#define CR_BODY_STREAM_PIECE (2u << 20)
 
 typedef enum {
     CR_STREAM_OK,

@@ -2,7 +2,7 @@
 #include "server/http/direct.h"
 
 #include <errno.h>
-#include <poll.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,23 +146,24 @@ static enum MHD_Result head_field(void *cls, enum MHD_ValueKind kind, const char
     return MHD_YES;
 }
 
-/* Everything in iov out, waiting (bounded by --conn-timeout-s) while the client reads. */
+/* Everything in iov out: blocking sends in slices (the socket's send timeout), given up when
+ * --conn-timeout-s passes with no progress or the daemon stops. */
 static int send_all(cr_direct *d, struct iovec *iov, int n, int timeout_s)
 {
+    double since = cr_now();
     while (n > 0) {
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t sent = sendmsg(d->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t sent = sendmsg(d->fd, &m, MSG_NOSIGNAL);
         if (sent < 0 && errno == EINTR)
             continue;
         if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
             return -1;
         if (sent < 0) {
-            struct pollfd p = {.fd = d->fd, .events = POLLOUT};
-            int rc = poll(&p, 1, timeout_s * 1000);
-            if (rc == 0 || (rc < 0 && errno != EINTR) || atomic_load(d->stop))
+            if (atomic_load(d->stop) || cr_now() - since > timeout_s)
                 return -1;
             continue;
         }
+        since = cr_now();
         for (size_t left = (size_t)sent; n > 0 && left >= iov->iov_len; n--)
             left -= iov->iov_len, sent -= (ssize_t)iov->iov_len, iov++;
         if (n > 0) {
@@ -171,6 +172,18 @@ static int send_all(cr_direct *d, struct iovec *iov, int n, int timeout_s)
         }
     }
     return 0;
+}
+
+/* Blocking, with a timeout of one slice each way (body_stream.h): this thread sleeps in the
+ * kernel while bytes move, and wakes at least once a slice. nonblocking: back as it was. */
+static int set_blocking(int fd, bool blocking)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, blocking ? fl & ~O_NONBLOCK : fl | O_NONBLOCK) < 0)
+        return -1;
+    struct timeval slice = {0, blocking ? WAIT_SLICE_NS / 1000 : 0};
+    return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &slice, sizeof slice) |
+           setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &slice, sizeof slice);
 }
 
 static int write_answer(cr_conn *c, int status, struct MHD_Response *r)
@@ -346,7 +359,7 @@ bool cr_direct_serve(cr_http *h, int fd, const cr_head *hd, const _Atomic bool *
     d->head = hd;
     d->stop = stop;
     d->expect_continue = cr_head_get(hd, "Expect") != NULL;
-    if (consume_head(fd, hd->len) < 0 || !(c = conn_new(h, d, hd)))
+    if (consume_head(fd, hd->len) < 0 || set_blocking(fd, true) < 0 || !(c = conn_new(h, d, hd)))
         goto cleanup;
     cr_body_stream_init(&d->body, fd, strtoull(cr_head_get(hd, "Content-Length"), NULL, 10), c->t0,
                         cfg->read_timeout_s, cfg->min_body_rate_kbs, cfg->conn_timeout_s, stop);
@@ -359,7 +372,7 @@ bool cr_direct_serve(cr_http *h, int fd, const cr_head *hd, const _Atomic bool *
     } else if (!broke && !d->written) {
         c->handler(c);
     }
-    keep = !broke && d->written && !d->close;
+    keep = !broke && d->written && !d->close && set_blocking(fd, false) == 0;
     cr_conn_end(c, broke ? broke : d->written ? 0 : 499);
     c = NULL;
 cleanup:
