@@ -26,6 +26,14 @@ static const char *find_blank_line(const char *data, size_t n)
     return NULL;
 }
 
+static int has_bare_lf(const char *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (data[i] == '\n' && (i == 0 || data[i - 1] != '\r'))
+            return 1;
+    return 0;
+}
+
 static int parse_token(char **at, const char **out, char stop)
 {
     char *s = *at, *p = s;
@@ -119,9 +127,10 @@ static int parse_args(cr_head *h)
 
 int cr_head_parse(const char *data, size_t n, cr_head *out)
 {
-    const char *blank = find_blank_line(data, n < CR_HEAD_MAX ? n : CR_HEAD_MAX);
-    if (!blank)
-        return n >= CR_HEAD_MAX ? -1 : 0;
+    size_t span = n < CR_HEAD_MAX ? n : CR_HEAD_MAX;
+    const char *blank = find_blank_line(data, span);
+    if (!blank) /* a bare LF will never end in CRLF CRLF: not ours, at once */
+        return n >= CR_HEAD_MAX || has_bare_lf(data, span) ? -1 : 0;
     size_t text = (size_t)(blank - data);
     if (memchr(data, '\0', text))
         return -1;

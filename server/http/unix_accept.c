@@ -18,7 +18,16 @@
 #define EVENTS 64
 #define TICK_MS 100
 #define PARTIAL_HEAD_S 1.0  /* a head begun and not whole by then goes to libmicrohttpd */
-#define DIRECT_MAX 64       /* direct requests at once; more go to libmicrohttpd */
+#define DIRECT_MAX 64       /* direct workers at most; a request that finds none free goes to
+                               libmicrohttpd. They live as long as the acceptor: each thread keeps
+                               buffers of its own (the log's), a thread per request leaked them */
+
+/* A direct request waiting for a worker. */
+typedef struct direct_job {
+    int fd;
+    cr_head head;
+    struct direct_job *next;
+} direct_job;
 
 /* A connection being looked at: in the epoll set (edge-triggered) and in the list. */
 typedef struct sniff {
@@ -34,19 +43,17 @@ struct cr_unix_accept {
     int listen_fd, ep;
     pthread_t thread;
     _Atomic bool stop;
-    pthread_mutex_t mu;     /* the list, serving */
-    pthread_cond_t idle;
+    pthread_mutex_t mu;     /* the list, the jobs, the workers' counts */
+    pthread_cond_t work;    /* a job queued, or stop */
     sniff *head;
-    int sniffing, serving;
+    int sniffing;
+    direct_job *jobs, *jobs_tail;
+    int queued, workers, idle_workers;
+    pthread_t worker[DIRECT_MAX];
     cr_head scratch;        /* the acceptor thread's */
     char peek[CR_HEAD_MAX];
 };
 
-typedef struct {
-    cr_unix_accept *a;
-    int fd;
-    cr_head head;
-} direct_job;
 
 static void list_remove(cr_unix_accept *a, sniff *s)
 {
@@ -100,51 +107,65 @@ static void to_mhd(cr_unix_accept *a, int fd)
         cr_log("warn", "unix socket: libmicrohttpd refused a connection (%s)", strerror(errno));
 }
 
-static void *serve_direct(void *arg)
+static void *direct_worker(void *arg)
 {
-    direct_job *job = arg;
-    cr_unix_accept *a = job->a;
-    bool keep = cr_direct_serve(a->h, job->fd, &job->head, &a->stop);
-    if (keep && !atomic_load(&a->stop))
-        watch(a, job->fd);
-    else
-        close(job->fd);
-    free(job);
+    cr_unix_accept *a = arg;
     pthread_mutex_lock(&a->mu);
-    a->serving--;
-    pthread_cond_broadcast(&a->idle);
+    for (;;) {
+        while (!a->jobs && !atomic_load(&a->stop))
+            pthread_cond_wait(&a->work, &a->mu);
+        direct_job *job = a->jobs;
+        if (!job)
+            break;
+        a->jobs = job->next;
+        a->jobs_tail = a->jobs ? a->jobs_tail : NULL;
+        a->queued--;
+        a->idle_workers--;
+        pthread_mutex_unlock(&a->mu);
+        bool keep = cr_direct_serve(a->h, job->fd, &job->head, &a->stop);
+        if (keep && !atomic_load(&a->stop))
+            watch(a, job->fd);
+        else
+            close(job->fd);
+        free(job);
+        pthread_mutex_lock(&a->mu);
+        a->idle_workers++;
+    }
     pthread_mutex_unlock(&a->mu);
     return NULL;
 }
 
-/* A direct request on a thread of its own; false when none can start (libmicrohttpd serves it). */
+/* Queues a direct request for a free worker (started when none is); false when every worker is
+ * busy (libmicrohttpd serves it). */
 static bool start_direct(cr_unix_accept *a, int fd, const cr_head *hd)
 {
+    direct_job *job = malloc(sizeof *job);
+    if (!job)
+        return false;
+    job->fd = fd;
+    job->head = *hd;
+    job->next = NULL;
     pthread_mutex_lock(&a->mu);
-    bool room = a->serving < DIRECT_MAX;
-    a->serving += room;
+    bool free_worker = a->idle_workers > a->queued;
+    if (!free_worker && a->workers < DIRECT_MAX &&
+        pthread_create(&a->worker[a->workers], NULL, direct_worker, a) == 0) {
+        a->workers++;
+        a->idle_workers++;
+        free_worker = true;
+    }
+    if (free_worker) {
+        if (a->jobs_tail)
+            a->jobs_tail->next = job;
+        else
+            a->jobs = job;
+        a->jobs_tail = job;
+        a->queued++;
+        pthread_cond_signal(&a->work);
+    }
     pthread_mutex_unlock(&a->mu);
-    direct_job *job = room ? malloc(sizeof *job) : NULL;
-    pthread_attr_t attr;
-    pthread_t t;
-    bool started = false;
-    if (job) {
-        job->a = a;
-        job->fd = fd;
-        job->head = *hd;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        started = pthread_create(&t, &attr, serve_direct, job) == 0;
-        pthread_attr_destroy(&attr);
-    }
-    if (!started) {
+    if (!free_worker)
         free(job);
-        pthread_mutex_lock(&a->mu);
-        a->serving -= room;
-        pthread_cond_broadcast(&a->idle);
-        pthread_mutex_unlock(&a->mu);
-    }
-    return started;
+    return free_worker;
 }
 
 /* New bytes (or a hang-up) on a connection being looked at. */
@@ -242,7 +263,7 @@ cr_unix_accept *cr_unix_accept_start(cr_http *h, int listen_fd, struct MHD_Daemo
     a->mhd = mhd;
     a->listen_fd = listen_fd;
     pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->idle, NULL);
+    pthread_cond_init(&a->work, NULL);
     a->ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = a};
     int flags_ok = a->ep >= 0 && epoll_ctl(a->ep, EPOLL_CTL_ADD, listen_fd, &ev) == 0;
@@ -251,7 +272,7 @@ cr_unix_accept *cr_unix_accept_start(cr_http *h, int listen_fd, struct MHD_Daemo
         if (a->ep >= 0)
             close(a->ep);
         pthread_mutex_destroy(&a->mu);
-        pthread_cond_destroy(&a->idle);
+        pthread_cond_destroy(&a->work);
         free(a);
         return NULL;
     }
@@ -266,9 +287,15 @@ void cr_unix_accept_stop(cr_unix_accept *a)
     pthread_join(a->thread, NULL);
     close(a->listen_fd);
     pthread_mutex_lock(&a->mu);
-    while (a->serving > 0) /* each sees stop within a tick */
-        pthread_cond_wait(&a->idle, &a->mu);
+    pthread_cond_broadcast(&a->work);
     pthread_mutex_unlock(&a->mu);
+    for (int i = 0; i < a->workers; i++) /* each sees stop within a slice (body_stream.h) */
+        pthread_join(a->worker[i], NULL);
+    for (direct_job *j = a->jobs, *next; j; j = next) {
+        next = j->next;
+        close(j->fd);
+        free(j);
+    }
     while (a->head) {
         int fd = a->head->fd;
         forget(a, a->head);
@@ -276,6 +303,6 @@ void cr_unix_accept_stop(cr_unix_accept *a)
     }
     close(a->ep);
     pthread_mutex_destroy(&a->mu);
-    pthread_cond_destroy(&a->idle);
+    pthread_cond_destroy(&a->work);
     free(a);
 }
