@@ -3,8 +3,7 @@
 
 #include <stdlib.h>
 
-#include "server/http/direct.h"
-#include "server/http/respond.h"
+#include "server/http/direct_io.h"
 
 /* libmicrohttpd asks for this much compressed output per call (its buffer for our reader). */
 #define ANSWER_BLOCK (64 * 1024)
@@ -75,7 +74,7 @@ struct MHD_Response *cr_answer_response(cr_conn *c, const char *content_type, co
     cr_coding coding = CR_CODING_IDENTITY;
     if (level > 0 && cr_deflate_worth_it(content_type, bytes) && !c->direct) { /* direct.h: never coded */
         c->vary_encoding = true;
-        coding = cr_coding_negotiate(cr_header(c, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+        coding = cr_coding_negotiate(MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
     }
     struct MHD_Response *r = coding == CR_CODING_IDENTITY ? plain_response(spans, n, done, cls)
                                                           : coded_response(coding, level, spans, n, done, cls);

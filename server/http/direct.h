@@ -18,7 +18,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "server/codec/answer_deflate.h"
 #include "server/http/conn.h"
 #include "server/http/http_head.h"
 
@@ -29,18 +28,5 @@ bool cr_direct_takes(cr_http *h, const cr_head *hd);
 /* Serves the request whose head hd is next, unread, on fd (non-blocking): its answer, or its
  * end when the client breaks off. Whether fd may carry another request. */
 bool cr_direct_serve(cr_http *h, int fd, const cr_head *hd, const _Atomic bool *stop);
-
-/* The transport's side of cr_conn (respond.c, answer_coding.c, submit.c, upload.c). */
-const char *cr_direct_header(const cr_direct *d, const char *name);
-int cr_direct_args(const cr_direct *d, MHD_KeyValueIterator it, void *cls);
-/* The answer's body (up to 2 spans), valid until its response is destroyed. */
-void cr_direct_keep_body(cr_direct *d, const cr_span *spans, int n);
-/* Writes the answer (or keeps it until the body has been read); takes r. */
-enum MHD_Result cr_direct_queue(cr_conn *c, int status, struct MHD_Response *r);
-int cr_direct_fd(const cr_direct *d);
-/* The job's worker (or the drain's cut-off) wakes the request's thread. */
-void cr_direct_wake(cr_direct *d);
-/* Blocks until woken, then answers as a resumed connection does (cr_sync_resumed). */
-enum MHD_Result cr_direct_wait(cr_conn *c);
 
 #endif

@@ -22,8 +22,6 @@ int cr_http_cut_off(cr_http *h);
 /* Sync requests not yet complete. cr_http_stop must wait for 0: libmicrohttpd aborts the process
  * when it is stopped with a connection suspended. */
 int cr_http_waiting(cr_http *h);
-/* A request is over (answered, or not: then its status is unanswered, 408 or 499): its metrics
- * and log line, its job forgotten, its memory freed, c too. */
-void cr_conn_end(cr_conn *c, int unanswered);
+
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "server/codec/json_encode.h"
 #include "server/http/answer_coding.h"
-#include "server/http/direct.h"
+#include "server/http/direct_io.h"
 
 const char *cr_header(cr_conn *c, const char *name)
 {

@@ -8,7 +8,7 @@
 
 #include "server/clock.h"
 #include "server/http/answer.h"
-#include "server/http/direct.h"
+#include "server/http/direct_io.h"
 #include "server/http/respond.h"
 
 /* Orders a worker's resume against the request forgetting its job (the connection may be gone). */
@@ -104,6 +104,8 @@ static void resume_on_done(cr_job *j)
     pthread_mutex_unlock(&resume_mu);
 }
 
+static enum MHD_Result wait_direct(cr_conn *c);
+
 /* Suspends before queueing so a fast worker can never resume a connection not yet suspended. */
 enum MHD_Result cr_run_sync(cr_conn *c, cr_job *j, cr_conn_encoder enc)
 {
@@ -125,7 +127,7 @@ enum MHD_Result cr_run_sync(cr_conn *c, cr_job *j, cr_conn_encoder enc)
         c->has_pending = true;
         resume_on_done(j);
     }
-    return c->direct ? cr_direct_wait(c) : MHD_YES;
+    return c->direct ? wait_direct(c) : MHD_YES;
 }
 
 static enum MHD_Result answer_cut_off(cr_conn *c)
@@ -158,6 +160,19 @@ enum MHD_Result cr_sync_resumed(cr_conn *c)
     if (finished)
         return c->encode ? c->encode(c, c->job) : cr_send_job(c, c->job);
     return MHD_YES;
+}
+
+/* A direct request (direct_io.h) waits on its own thread instead of being suspended: woken as a
+ * resumed connection would be, it answers the same way (or waits on, re-armed). */
+static enum MHD_Result wait_direct(cr_conn *c)
+{
+    for (;;) {
+        if (!cr_direct_wait_woken(c->direct))
+            return MHD_NO; /* the daemon stops: the connection goes unanswered */
+        enum MHD_Result rc = cr_sync_resumed(c);
+        if (rc != MHD_YES || c->status)
+            return rc;
+    }
 }
 
 int cr_sync_cut_off(cr_http *h)

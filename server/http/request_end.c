@@ -1,0 +1,62 @@
+/* The end of a request; see request_end.h. */
+#include "server/http/request_end.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "server/clock.h"
+#include "server/http/body.h"
+#include "server/http/body_coding.h"
+#include "server/http/submit.h"
+#include "server/http/upload.h"
+#include "server/obs/log.h"
+
+static void shape_of(const cr_job *j, char *out, size_t n)
+{
+    const cr_task *t = &j->req.task;
+    if (t->op == CR_OP_GEMM)
+        snprintf(out, n, "%lldx%lldx%lld", (long long)t->u.gemm.m, (long long)t->u.gemm.n,
+                 (long long)t->u.gemm.k);
+    else if (t->op == CR_OP_ATA)
+        snprintf(out, n, "%lldx%lld", (long long)t->u.ata.m, (long long)t->u.ata.n);
+    else
+        snprintf(out, n, "%lld/%d", (long long)t->u.hist.count, t->u.hist.bins);
+}
+
+static void log_request(const cr_conn *c)
+{
+    char shape[64] = "", peer[64];
+    cr_peer_label(&c->peer, peer, sizeof peer);
+    cr_log_request r = {.method = c->method, .path = c->path, .peer = peer, .status = c->status,
+                        .request_id = c->request_id,
+                        .ms = (cr_now() - c->t0) * 1e3, .bytes_in = c->len,
+                        .error_code = c->error_code[0] ? c->error_code : NULL};
+    if (c->job) {
+        shape_of(c->job, shape, sizeof shape);
+        r.id = c->job->id;
+        r.op = cr_op_name(c->job->req.task.op);
+        r.kernel = cr_job_kernel_name(c->job);
+        r.shape = shape;
+        r.queue_ms = c->job->ms.queue;
+        r.h2d_ms = c->job->ms.h2d;
+        r.kernel_ms = c->job->ms.kernel;
+        r.d2h_ms = c->job->ms.d2h;
+    }
+    cr_log_req(&r);
+}
+
+void cr_conn_end(cr_conn *c, int unanswered)
+{
+    if (!c->status)
+        c->status = unanswered;
+    cr_metrics_request(c->label, c->status, cr_now() - c->t0);
+    log_request(c);
+    cr_sync_forget(c);
+    cr_upload_free(c);
+    cr_body_coding_free(c);
+    if (c->ctx_free)
+        c->ctx_free(c->ctx);
+    atomic_fetch_sub(&c->h->active, 1);
+    cr_body_free(c);
+    free(c);
+}
