@@ -167,3 +167,28 @@ int cr_head_count(const cr_head *h, const char *name)
         n += strcasecmp(h->fields[i].name, name) == 0;
     return n;
 }
+
+/* p, a pointer into from's buffers, as the same place in to's. */
+static const char *rebase(const char *p, const cr_head *from, cr_head *to)
+{
+    if (!p)
+        return NULL;
+    if (p >= from->buf && p < from->buf + sizeof from->buf)
+        return to->buf + (p - from->buf);
+    if (p >= from->args_buf && p < from->args_buf + sizeof from->args_buf)
+        return to->args_buf + (p - from->args_buf);
+    return p; /* a constant ("" for no query) */
+}
+
+void cr_head_copy(cr_head *to, const cr_head *from)
+{
+    memcpy(to, from, sizeof *to);
+    to->method = rebase(from->method, from, to);
+    to->path = rebase(from->path, from, to);
+    to->query = rebase(from->query, from, to);
+    to->version = rebase(from->version, from, to);
+    for (int i = 0; i < from->nfields; i++)
+        to->fields[i] = (cr_head_pair){rebase(from->fields[i].name, from, to), rebase(from->fields[i].value, from, to)};
+    for (int i = 0; i < from->nargs; i++)
+        to->args[i] = (cr_head_pair){rebase(from->args[i].name, from, to), rebase(from->args[i].value, from, to)};
+}

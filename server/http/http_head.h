@@ -37,5 +37,8 @@ int cr_head_parse(const char *data, size_t n, cr_head *out);
 const char *cr_head_get(const cr_head *h, const char *name);
 /* How many times field name occurs. */
 int cr_head_count(const cr_head *h, const char *name);
+/* A copy of from that points into its own buffers (a plain struct copy would point into
+ * from's). */
+void cr_head_copy(cr_head *to, const cr_head *from);
 
 #endif

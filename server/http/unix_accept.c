@@ -143,7 +143,7 @@ static bool start_direct(cr_unix_accept *a, int fd, const cr_head *hd)
     if (!job)
         return false;
     job->fd = fd;
-    job->head = *hd;
+    cr_head_copy(&job->head, hd); /* hd is the acceptor's scratch, parsed again for the next */
     job->next = NULL;
     pthread_mutex_lock(&a->mu);
     bool free_worker = a->idle_workers > a->queued;

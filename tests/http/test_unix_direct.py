@@ -16,6 +16,7 @@ import signal
 import socket
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -209,6 +210,40 @@ def test_answers_equal_libmicrohttpds_byte_for_byte(start_daemon, sock_dir):
     # text/plain is not a binary type: libmicrohttpd answers that one
     assert direct_count(direct) == before + len(cases) - 1
     assert direct_count(mhd) == 0
+
+
+def test_concurrent_uploads_each_get_their_own_answer(start_daemon, sock_dir):
+    """Many direct requests at once, of different routes, shapes and headers: each answer is its
+    own (the acceptor parses the next head while workers serve the ones before)."""
+    d = start(start_daemon, sock_dir, *DIRECT)
+    cases = []
+    for i in range(24):
+        g = rng(100 + i)
+        if i % 3 == 0:
+            a = g.uniform(-1, 1, (10 + i, 30)).astype(np.float32)
+            b = g.uniform(-1, 1, (30, 5 + i)).astype(np.float32)
+            cases.append((f"/v1/gemm?alpha={i + 1}", multipart({"a": npy(a), "b": npy(b)}),
+                          f"multipart/form-data; boundary={BOUNDARY}", gemm_ref(a, b, alpha=float(i + 1)), 30))
+        elif i % 3 == 1:
+            a = g.uniform(-1, 1, (200, 3 + i % 7)).astype(np.float64)
+            cases.append(("/v1/ata", npy(a), "application/x-npy", a.T @ a, 200))
+        else:
+            raw = g.integers(0, 256, 3000 + 100 * i, dtype=np.uint8)
+            cases.append((f"/v1/histogram?bins={4 + i}", raw.tobytes(), "application/octet-stream",
+                          np.histogram(raw, bins=4 + i, range=(0, 256))[0], None))
+    before = direct_count(d)
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        answers = list(pool.map(lambda c: post(d, c[0], c[1], c[2], {"Accept": "application/x-npy",
+                                                                      "X-Request-Id": f"r{hash(c[0]) & 0xffff}"}),
+                                cases))
+    for (target, _, _, want, k), r in zip(cases, answers):
+        assert r.status == 200, (target, r.body)
+        assert r.headers["x-request-id"] == f"r{hash(target) & 0xffff}", target
+        if k is None:
+            assert (r.npy() == want).all(), target
+        else:
+            assert_close(r.npy(), want, k, str(r.npy().dtype))
+    assert direct_count(d) == before + len(cases)
 
 
 def test_multipart_framing_variants(start_daemon, sock_dir):

@@ -253,8 +253,31 @@ static void test_refused(void)
         CHECK_MSG(parse(good[i]) == 1, "good head %d was refused: %s", i, good[i]);
 }
 
+/* A copy keeps its own strings when the original is parsed again (the acceptor's scratch head
+ * is reused for the next connection while a worker serves the copy). */
+static void test_copy(void)
+{
+    static cr_head copy;
+    const char *a = "POST /v1/gemm?alpha=2&kernel=cublas HTTP/1.1\r\nHost: a\r\nContent-Type: x/y\r\n\r\n";
+    const char *b = "GET /healthz?zz=9 HTTP/1.1\r\nHost: bbbbbbbb\r\nAccept: q\r\n\r\n";
+    CHECK(cr_head_parse(a, strlen(a), &h) == 1);
+    cr_head_copy(&copy, &h);
+    CHECK(cr_head_parse(b, strlen(b), &h) == 1);
+    CHECK(strcmp(copy.method, "POST") == 0 && strcmp(copy.path, "/v1/gemm") == 0);
+    CHECK(strcmp(copy.query, "alpha=2&kernel=cublas") == 0 && strcmp(copy.version, "HTTP/1.1") == 0);
+    CHECK(cr_head_get(&copy, "Content-Type") && strcmp(cr_head_get(&copy, "Content-Type"), "x/y") == 0);
+    CHECK(cr_head_get(&copy, "Host") && strcmp(cr_head_get(&copy, "Host"), "a") == 0);
+    CHECK(copy.nargs == 2 && strcmp(copy.args[1].name, "kernel") == 0 && strcmp(copy.args[1].value, "cublas") == 0);
+    CHECK(copy.method >= copy.buf && copy.method < copy.buf + sizeof copy.buf);
+    const char *c = "POST /v1/ata HTTP/1.1\r\nHost: c\r\n\r\n"; /* no query: "" stays a constant */
+    CHECK(cr_head_parse(c, strlen(c), &h) == 1);
+    cr_head_copy(&copy, &h);
+    CHECK(strcmp(copy.query, "") == 0 && copy.nargs == 0);
+}
+
 int main(void)
 {
+    test_copy();
     test_whole_head();
     test_args();
     test_limits();
