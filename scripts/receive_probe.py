@@ -9,7 +9,10 @@ Compare the GB/s it prints with a bare Unix socket's (bench_e2e.raw_unix_gbps).
 
 H200 machine (16 cores), N = 4096 (134 MB), cuda backend: 3.0-3.9 GB/s received whatever the
 body type or buffer size, against 6.6-7.3 GB/s over a bare socket: each byte is copied twice in
-sequence on one thread (socket -> libmicrohttpd's buffer -> our pinned array)."""
+sequence on one thread (socket -> libmicrohttpd's buffer -> our pinned array). Since then uploads
+this big are read by crunchd itself (--unix-direct-min-kb, server/http/direct.h), where
+--conn-memory-kb plays no part: CRUNCHD_PROBE_ARGS="--unix-direct-min-kb 0" measures
+libmicrohttpd's path again."""
 import io
 import os
 import socket
@@ -47,7 +50,7 @@ def post(path, target, body, ctype):
 
 def start(binary, path, kb):
     d = subprocess.Popen([binary, "--port", "0", "--bind", "none", "--unix-socket", path, "--conn-memory-kb", kb,
-                          "--max-body-mb", "4096"], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                          "--max-body-mb", "4096"] + os.environ.get("CRUNCHD_PROBE_ARGS", "").split(), stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     for _ in range(400):
         if os.path.exists(path):
             break
