@@ -156,8 +156,10 @@ bool cr_direct_serve(cr_http *h, int fd, const cr_head *hd, const _Atomic bool *
         goto cleanup;
     cr_body_stream_init(&d->body, fd, strtoull(cr_head_get(hd, "Content-Length"), NULL, 10), c->t0,
                         cfg->read_timeout_s, cfg->min_body_rate_kbs, cfg->conn_timeout_s, stop);
-    cr_upload_begin(c);
-    int broke = read_body(c, d);
+    /* MHD_NO with nothing answered: out of memory; the connection closes, as libmicrohttpd's
+     * would (logged 499 on both paths) */
+    bool began = cr_upload_begin(c) == MHD_YES || d->pending || d->written;
+    int broke = began ? read_body(c, d) : 499;
     if (!broke && d->pending) {
         struct MHD_Response *r = d->pending;
         d->pending = NULL;
