@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/uio.h>
 
 #include "server/codec/answer_deflate.h"
 #include "server/http/body_stream.h"
