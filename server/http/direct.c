@@ -2,14 +2,12 @@
 #include "server/http/direct.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 
 #include "server/clock.h"
 #include "server/http/body_stream.h"
@@ -18,20 +16,6 @@
 #include "server/http/request_id.h"
 #include "server/http/routes.h"
 #include "server/http/upload.h"
-#include "server/obs/log.h"
-
-
-
-static bool is_binary_type(const char *ct)
-{
-    static const char *const types[] = {"multipart/form-data", "application/x-npy", "application/octet-stream"};
-    for (size_t i = 0; ct && i < sizeof types / sizeof *types; i++) {
-        size_t n = strlen(types[i]);
-        if (strncasecmp(ct, types[i], n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' '))
-            return true;
-    }
-    return false;
-}
 
 static bool is_direct_route(const char *path)
 {
@@ -59,7 +43,7 @@ bool cr_direct_takes(cr_http *h, const cr_head *hd)
            cr_head_count(hd, "Content-Length") == 1 && parse_length(cr_head_get(hd, "Content-Length"), &length) &&
            length >= (unsigned long long)cfg->unix_direct_min_kb << 10 &&
            length <= (unsigned long long)cfg->max_body_mb << 20 &&
-           cr_head_count(hd, "Content-Type") == 1 && is_binary_type(cr_head_get(hd, "Content-Type")) &&
+           cr_head_count(hd, "Content-Type") == 1 && cr_upload_takes(cr_head_get(hd, "Content-Type")) &&
            cr_head_count(hd, "Host") == 1 && !cr_head_get(hd, "Transfer-Encoding") &&
            !cr_head_get(hd, "Content-Encoding") && (!expect || strcasecmp(expect, "100-continue") == 0) &&
            cr_head_count(hd, "X-Request-Id") <= 1 && (!id || cr_request_id_valid(id)) &&
@@ -169,7 +153,6 @@ bool cr_direct_serve(cr_http *h, int fd, const cr_head *hd, const _Atomic bool *
     }
     keep = !broke && d->written && !d->close && cr_direct_set_blocking(fd, false) == 0;
     cr_conn_end(c, broke ? broke : d->written ? 0 : 499);
-    c = NULL;
 cleanup:
     if (d->pending)
         MHD_destroy_response(d->pending);

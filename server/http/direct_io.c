@@ -40,21 +40,17 @@ void cr_direct_keep_body(cr_direct *d, const cr_span *spans, int n)
             d->spans[d->nspans++] = spans[i];
 }
 
-int cr_direct_fd(const cr_direct *d)
-{
-    return d->fd;
-}
-
 typedef struct {
     char *text;
     size_t len;
     bool overflow, has_close;
 } answer_head;
 
-static void head_add(answer_head *a, const char *fmt, const char *name, const char *value)
+/* "name: value" and CRLF; with name NULL, the blank line that ends the head. */
+static void head_add(answer_head *a, const char *name, const char *value)
 {
     size_t room = ANSWER_HEAD_MAX - a->len;
-    int n = snprintf(a->text + a->len, room, fmt, name, value);
+    int n = name ? snprintf(a->text + a->len, room, "%s: %s\r\n", name, value) : snprintf(a->text + a->len, room, "\r\n");
     if (n < 0 || (size_t)n >= room)
         a->overflow = true;
     else
@@ -69,7 +65,7 @@ static enum MHD_Result head_field(void *cls, enum MHD_ValueKind kind, const char
         a->has_close |= strcasecmp(value, "close") == 0;
         return MHD_YES;
     }
-    head_add(a, "%s: %s\r\n", name, value ? value : "");
+    head_add(a, name, value ? value : "");
     return MHD_YES;
 }
 
@@ -124,19 +120,19 @@ static int write_answer(cr_conn *c, int status, struct MHD_Response *r)
     time_t now = time(NULL);
     struct tm tm;
     strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
-    head_add(&a, "%s: %s\r\n", MHD_HTTP_HEADER_DATE, date);
+    head_add(&a, MHD_HTTP_HEADER_DATE, date);
     MHD_get_response_headers(r, head_field, &a);
     unsigned long long bytes = 0;
     for (int i = 0; i < d->nspans; i++)
         bytes += d->spans[i].n;
     char length[24];
     snprintf(length, sizeof length, "%llu", bytes);
-    head_add(&a, "%s: %s\r\n", MHD_HTTP_HEADER_CONTENT_LENGTH, length);
+    head_add(&a, MHD_HTTP_HEADER_CONTENT_LENGTH, length);
     const char *asked = cr_head_get(d->head, "Connection");
     d->close |= a.has_close || !cr_body_stream_done(&d->body) || (asked && strcasestr(asked, "close"));
     if (d->close)
-        head_add(&a, "%s: %s\r\n", MHD_HTTP_HEADER_CONNECTION, "close");
-    head_add(&a, "%s%s\r\n", "", "");
+        head_add(&a, MHD_HTTP_HEADER_CONNECTION, "close");
+    head_add(&a, NULL, NULL);
     if (a.overflow)
         return -1;
     struct iovec iov[3] = {{text, a.len}};

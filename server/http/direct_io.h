@@ -41,7 +41,6 @@ int cr_direct_args(const cr_direct *d, MHD_KeyValueIterator it, void *cls);
 void cr_direct_keep_body(cr_direct *d, const cr_span *spans, int n);
 /* Writes the answer (or keeps it until the body has been read); takes r. */
 enum MHD_Result cr_direct_queue(cr_conn *c, int status, struct MHD_Response *r);
-int cr_direct_fd(const cr_direct *d);
 /* Blocking with a timeout of one slice each way, or (false) back to non-blocking. */
 int cr_direct_set_blocking(int fd, bool blocking);
 /* Everything in iov out, within timeout_s of no progress. 0, or -1. */

@@ -92,6 +92,14 @@ static int parse_field(cr_head *h, char *line)
     return 0;
 }
 
+/* A query key or value as libmicrohttpd decodes it: '+' a space, %XX a byte. */
+static void unescape(char *s)
+{
+    for (char *p = s; *p; p++)
+        *p = *p == '+' ? ' ' : *p;
+    MHD_http_unescape(s);
+}
+
 /* key=value&key2&... as libmicrohttpd hands them to handlers: '+' a space, %XX decoded. */
 static int parse_args(cr_head *h)
 {
@@ -108,14 +116,9 @@ static int parse_args(cr_head *h)
             char *eq = strchr(at, '=');
             if (eq)
                 *eq = '\0';
-            for (char *p = at; *p; p++)
-                *p = *p == '+' ? ' ' : *p;
-            MHD_http_unescape(at);
-            if (eq) {
-                for (char *p = eq + 1; *p; p++)
-                    *p = *p == '+' ? ' ' : *p;
-                MHD_http_unescape(eq + 1);
-            }
+            unescape(at);
+            if (eq)
+                unescape(eq + 1);
             h->args[h->nargs++] = (cr_head_pair){at, eq ? eq + 1 : NULL};
         }
         if (!amp)
@@ -142,10 +145,8 @@ int cr_head_parse(const char *data, size_t n, cr_head *out)
     for (int first = 1; line; line = next, first = 0) {
         char *cr = strstr(line, "\r\n");
         next = cr ? cr + 2 : NULL;
-        if (cr)
+        if (cr) /* a bare CR or LF left in a line fails the token and value checks */
             *cr = '\0';
-        if (strchr(line, '\r') || strchr(line, '\n')) /* a bare CR or LF */
-            return -1;
         if (first ? parse_request_line(out, line) < 0 : parse_field(out, line) < 0)
             return -1;
     }

@@ -56,9 +56,10 @@ int cr_apply_job_headers(cr_conn *c, cr_job *j, cr_error *err)
 
 static void waiting_add(cr_conn *c)
 {
-    const union MHD_ConnectionInfo *ci =
-        c->direct ? NULL : MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    c->fd = c->direct ? cr_direct_fd(c->direct) : ci ? ci->connect_fd : -1;
+    if (!c->direct) { /* a direct request's socket is set already */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        c->fd = ci ? ci->connect_fd : -1;
+    }
     pthread_mutex_lock(&c->h->waiting_mu);
     c->wait_prev = NULL;
     c->wait_next = c->h->waiting_head;

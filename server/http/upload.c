@@ -112,6 +112,13 @@ static int classify(const char *ct, upload_kind *kind, cr_error *err)
     return 0;
 }
 
+bool cr_upload_takes(const char *ct)
+{
+    upload_kind kind;
+    cr_error err;
+    return classify(ct, &kind, &err) == 0;
+}
+
 static cr_limits limits_of(const cr_config *cfg)
 {
     return (cr_limits){.max_elements = (uint64_t)cfg->max_elements,

@@ -15,6 +15,9 @@ typedef struct cr_upload cr_upload;
  * --max-body-mb (413; 411 for raw bytes without one), and sets c->upload. Answers the refusals
  * itself; always MHD_YES unless the connection must be dropped. */
 enum MHD_Result cr_upload_begin(cr_conn *c);
+/* Whether ct is a binary body type cr_upload_begin takes (multipart/form-data, application/x-npy,
+ * application/octet-stream). */
+bool cr_upload_takes(const char *ct);
 
 /* A chunk of the body (decoded, when it was sent coded: the limits count decoded bytes):
  * streamed into place, or refused (the buffers freed at once, the answer given when the body
