@@ -407,8 +407,9 @@ def post_bare(family, address, target, body, ctype):
 
 
 def direct_served(d, target, body, ctype):
-    """Whether the daemon read this upload itself (--unix-direct-min-kb) or libmicrohttpd did."""
-    count = lambda: int(re.search(r"^crunchd_unix_direct_requests_total (\d+)", d.metrics_text(), re.M)[1])  # noqa: E731
+    """Whether the daemon read this upload on the Unix socket itself (--direct-min-kb) or
+    libmicrohttpd did."""
+    count = lambda: int(re.search(r'^crunchd_direct_requests_total\{transport="unix"\} (\d+)', d.metrics_text(), re.M)[1])  # noqa: E731
     before = count()
     post_unix_bare(d.unix_path, target, body, ctype)
     return count() > before

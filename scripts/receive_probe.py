@@ -10,8 +10,8 @@ Compare the GB/s it prints with a bare Unix socket's (bench_e2e.raw_unix_gbps).
 H200 machine (16 cores), N = 4096 (134 MB), cuda backend: 3.0-3.9 GB/s received whatever the
 body type or buffer size, against 6.6-7.3 GB/s over a bare socket: each byte is copied twice in
 sequence on one thread (socket -> libmicrohttpd's buffer -> our pinned array). Since then uploads
-this big are read by crunchd itself (--unix-direct-min-kb, server/http/direct.h), where
---conn-memory-kb plays no part: CRUNCHD_PROBE_ARGS="--unix-direct-min-kb 0" measures
+this big are read by crunchd itself (--direct-min-kb, server/http/direct.h), where
+--conn-memory-kb plays no part: CRUNCHD_PROBE_ARGS="--direct-min-kb 0" measures
 libmicrohttpd's path again."""
 import io
 import os

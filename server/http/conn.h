@@ -34,9 +34,11 @@ typedef struct {
 
 typedef struct cr_http {
     struct MHD_Daemon *daemon;      /* TCP; NULL with --bind none */
+    struct cr_acceptor *tcp_accept; /* accepts on TCP, feeds daemon (acceptor.h); NULL: with TLS or
+                                       --direct-min-kb 0, libmicrohttpd accepts itself */
     struct MHD_Daemon *unix_daemon; /* --unix-socket: the same handlers on unix_sock; or NULL */
     cr_unix_socket unix_sock;
-    struct cr_unix_accept *unix_accept; /* accepts on unix_sock, feeds unix_daemon (unix_accept.h) */
+    struct cr_acceptor *unix_accept; /* accepts on unix_sock, feeds unix_daemon */
     cr_http_deps deps;
     _Atomic int active;
     pthread_mutex_t waiting_mu;   /* guards the list of suspended sync requests (submit.c) */
@@ -57,7 +59,7 @@ struct cr_inflater;
 struct cr_conn {
     cr_http *h;
     struct MHD_Connection *conn; /* NULL when direct */
-    struct cr_direct *direct;    /* a request read by us on the Unix socket (direct.h); NULL: libmicrohttpd's */
+    struct cr_direct *direct;    /* a request read by us (direct.h); NULL: libmicrohttpd's */
     cr_peer peer;            /* who connected: IP address, or uid and pid on the Unix socket */
     bool authenticated;      /* carried the bearer token (--auth-token-file) */
     char request_id[CR_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or one made for it */

@@ -1,4 +1,4 @@
-/* Direct uploads on the Unix socket; see direct.h. */
+/* Direct uploads; see direct.h. */
 #include "server/http/direct.h"
 
 #include <errno.h>
@@ -33,15 +33,15 @@ static bool parse_length(const char *v, unsigned long long *out)
     return true;
 }
 
-bool cr_direct_takes(cr_http *h, const cr_head *hd)
+bool cr_direct_takes(cr_http *h, const cr_head *hd, int min_kb)
 {
     const cr_config *cfg = h->deps.cfg;
     unsigned long long length = 0;
     const char *expect = cr_head_get(hd, "Expect");
     const char *id = cr_head_get(hd, "X-Request-Id");
-    return cfg->unix_direct_min_kb > 0 && strcmp(hd->method, "POST") == 0 && is_direct_route(hd->path) &&
+    return min_kb > 0 && strcmp(hd->method, "POST") == 0 && is_direct_route(hd->path) &&
            cr_head_count(hd, "Content-Length") == 1 && parse_length(cr_head_get(hd, "Content-Length"), &length) &&
-           length >= (unsigned long long)cfg->unix_direct_min_kb << 10 &&
+           length >= (unsigned long long)min_kb << 10 &&
            length <= (unsigned long long)cfg->max_body_mb << 20 &&
            cr_head_count(hd, "Content-Type") == 1 && cr_upload_takes(cr_head_get(hd, "Content-Type")) &&
            cr_head_count(hd, "Host") == 1 && !cr_head_get(hd, "Transfer-Encoding") &&
@@ -98,7 +98,7 @@ static cr_conn *conn_new(cr_http *h, cr_direct *d, const cr_head *hd)
     cr_request_id_take(cr_head_get(hd, "X-Request-Id"), c->request_id);
     c->authenticated = h->auth.enabled;
     atomic_fetch_add(&h->active, 1);
-    cr_metrics_direct();
+    cr_metrics_direct(c->peer.is_unix);
     return c;
 }
 

@@ -1,10 +1,11 @@
-/* Big binary uploads on the Unix socket, read by us instead of libmicrohttpd (issue 15): its
- * read buffer put every byte through two copies in a row on one thread, and a 134 MB upload
- * arrived at half a bare socket's rate. A request is taken (cr_direct_takes) when it is a POST of
- * at least --unix-direct-min-kb of .npy, multipart .npy or raw bytes to /v1/gemm, /v1/ata,
- * /v1/histogram or /v1/jobs, framed by one Content-Length, not coded, with a valid X-Request-Id
- * and the bearer token when auth is on, while the daemon is not draining; every other request,
- * and every refusal of the head, stays with libmicrohttpd (unix_accept.c hands it over).
+/* Big binary uploads, read by us instead of libmicrohttpd (issue 15), on the Unix socket and
+ * over TCP without TLS: its read buffer put every byte through two copies in a row on one
+ * thread, and a 134 MB upload arrived at half a bare socket's rate. A request is taken
+ * (cr_direct_takes) when it is a POST of at least --direct-min-kb of .npy, multipart .npy or raw
+ * bytes to /v1/gemm, /v1/ata, /v1/histogram or /v1/jobs, framed by one Content-Length, not coded,
+ * with a valid X-Request-Id and the bearer token when auth is on, while the daemon is not
+ * draining; every other request, and every refusal of the head, stays with libmicrohttpd
+ * (acceptor.c hands it over).
  *
  * A taken request runs through the same cr_conn and the route's own handler as any other: only
  * the transport differs (c->direct): cr_header, the query, cr_queue and the sync wait are served
@@ -23,7 +24,8 @@
 
 typedef struct cr_direct cr_direct;
 
-bool cr_direct_takes(cr_http *h, const cr_head *hd);
+/* min_kb: the socket's threshold (0: none taken). */
+bool cr_direct_takes(cr_http *h, const cr_head *hd, int min_kb);
 
 /* Serves the request whose head hd is next, unread, on fd (non-blocking): its answer, or its
  * end when the client breaks off. Whether fd may carry another request. */

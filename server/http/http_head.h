@@ -1,6 +1,6 @@
 /* A request's head (request line and header fields) parsed from bytes we read ourselves: the
  * Unix socket's acceptor peeks at each connection's first request to decide who serves it
- * (unix_accept.c). Strict on purpose: a head it does not fully understand is not an error here,
+ * (acceptor.c). Strict on purpose: a head it does not fully understand is not an error here,
  * only "not ours", and libmicrohttpd gets the connection and answers it as it always does. */
 #ifndef CRUNCHD_HTTP_HTTP_HEAD_H
 #define CRUNCHD_HTTP_HTTP_HEAD_H

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "kernels/registry.h"
+#include "server/http/acceptor.h"
 #include "server/clock.h"
 #include "server/codec/json_encode.h"
 #include "server/http/body.h"
@@ -25,7 +26,6 @@
 #include "server/http/respond.h"
 #include "server/http/routes.h"
 #include "server/http/submit.h"
-#include "server/http/unix_accept.h"
 #include "server/http/request_end.h"
 #include "server/http/upload.h"
 #include "server/kserve/kserve.h"
@@ -228,6 +228,22 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     cr_log("warn", "libmicrohttpd: %s", msg);
 }
 
+/* Every connection's open and close: its read clock, and the count of the acceptor that handed
+ * it over (acceptor.h), if any. */
+static void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code)
+{
+    cr_http *h = cls;
+    cr_read_deadlines_notify(&h->deadlines, conn, socket_context, code);
+    if (code != MHD_CONNECTION_NOTIFY_CLOSED)
+        return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    cr_acceptor *a = sa && sa->sa_family == AF_UNIX ? h->unix_accept : h->tcp_accept;
+    if (a)
+        cr_acceptor_closed(a, sa);
+}
+
 /* Why libmicrohttpd could not start, in words an operator can act on. It does not report the
  * bind's errno, so a busy or forbidden port is found by trying the bind ourselves (as
  * libmicrohttpd does: SO_REUSEADDR, so sockets in TIME_WAIT do not count). */
@@ -263,13 +279,37 @@ static void explain_start_failure(const cr_config *cfg, const struct sockaddr_st
     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(h)->deps.cfg->conn_timeout_s,                       \
     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(h)->deps.cfg->conn_memory_kb << 10,              \
     MHD_OPTION_NOTIFY_COMPLETED, request_completed, (h),                                          \
-    MHD_OPTION_NOTIFY_CONNECTION, cr_read_deadlines_notify, &(h)->deadlines
+    MHD_OPTION_NOTIFY_CONNECTION, conn_notify, (h)
 
 /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll misses a client's FIN that
  * arrives with the last bytes of a partial body, so abandoned uploads held their socket and
  * memory until --conn-timeout-s (found by scripts/soak.py); poll is level-triggered. */
 static const unsigned BASE_FLAGS = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
                                    MHD_USE_ERROR_LOG;
+
+/* The TCP socket's connections are ours to accept (acceptor.h: big uploads are read by us,
+ * the rest handed to this daemon) unless TLS is on (its bytes cannot be peeked at) or the direct
+ * path is off. libmicrohttpd still makes the socket (address, IPv6, SO_REUSEADDR/REUSEPORT) and is
+ * then told to stop accepting on it; the limits move to the acceptor. */
+static int accept_tcp(cr_http *h, char *err, size_t errlen)
+{
+    const cr_config *cfg = h->deps.cfg;
+    int fd = MHD_quiesce_daemon(h->daemon), fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        snprintf(err, errlen, "cannot accept on %s port %d: %s", cfg->bind, cfg->port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    cr_acceptor_cfg ac = {.transport = "tcp", .listen_fd = fd, .mhd = h->daemon, .direct_min_kb = cfg->direct_min_kb,
+                          .max_connections = (unsigned)cfg->max_connections,
+                          .max_per_ip = (unsigned)cfg->max_connections_per_ip};
+    if (cr_acceptor_start(h, &ac, &h->tcp_accept, err, errlen) < 0) {
+        close(fd);
+        return -1;
+    }
+    return 0;
+}
 
 static int start_tcp(cr_http *h, uint16_t *port, char *err, size_t errlen)
 {
@@ -278,7 +318,8 @@ static int start_tcp(cr_http *h, uint16_t *port, char *err, size_t errlen)
     int fam = make_addr(cfg->bind, (uint16_t)cfg->port, &ss, err, errlen);
     if (fam < 0)
         return -1;
-    unsigned flags = BASE_FLAGS | (fam == AF_INET6 ? MHD_USE_IPv6 : 0) | (cr_tls_enabled(&h->tls) ? MHD_USE_TLS : 0);
+    bool tls = cr_tls_enabled(&h->tls), ours = !tls && cfg->direct_min_kb > 0;
+    unsigned flags = BASE_FLAGS | (fam == AF_INET6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0);
     /* Without the option libmicrohttpd sets only SO_REUSEADDR (restarts do not wait for
      * TIME_WAIT); with 1 it sets SO_REUSEPORT, which lets a second daemon bind the same port and
      * silently take half the connections: only when the operator asks. */
@@ -291,7 +332,7 @@ static int start_tcp(cr_http *h, uint16_t *port, char *err, size_t errlen)
         flags, (uint16_t)cfg->port, NULL, NULL, access_handler, h,
         COMMON_OPTIONS(h, NULL),
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, ours ? 0u : (unsigned)cfg->max_connections_per_ip,
         MHD_OPTION_ARRAY, h->tls.options,
         MHD_OPTION_ARRAY, reuse,
         MHD_OPTION_END);
@@ -301,10 +342,10 @@ static int start_tcp(cr_http *h, uint16_t *port, char *err, size_t errlen)
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
     *port = info ? info->port : (uint16_t)cfg->port;
-    return 0;
+    return ours ? accept_tcp(h, err, errlen) : 0;
 }
 
-/* The socket is ours to create (stale files, mode, group) and to accept on (unix_accept.c: big
+/* The socket is ours to create (stale files, mode, group) and to accept on (acceptor.c: big
  * uploads are read by us, everything else is added to this libmicrohttpd daemon). No per-IP
  * limit: libmicrohttpd counts only IP addresses, and would refuse every unix peer under one. No
  * TLS: the file's permissions are the protection. */
@@ -322,8 +363,10 @@ static int start_unix(cr_http *h, char *err, size_t errlen)
         MHD_OPTION_LISTEN_SOCKET, h->unix_sock.fd,
         MHD_OPTION_END);
     int fl = h->unix_daemon && MHD_quiesce_daemon(h->unix_daemon) == h->unix_sock.fd ? fcntl(h->unix_sock.fd, F_GETFL) : -1;
+    cr_acceptor_cfg ac = {.transport = "unix", .listen_fd = h->unix_sock.fd, .mhd = h->unix_daemon,
+                          .direct_min_kb = cfg->direct_min_kb, .max_connections = (unsigned)cfg->max_connections};
     if (!h->unix_daemon || fl < 0 || fcntl(h->unix_sock.fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-        !(h->unix_accept = cr_unix_accept_start(h, h->unix_sock.fd, h->unix_daemon, err, errlen))) {
+        cr_acceptor_start(h, &ac, &h->unix_accept, err, errlen) < 0) {
         if (!h->unix_daemon || fl < 0)
             snprintf(err, errlen, "cannot serve on the unix socket %s", cfg->unix_socket);
         close(h->unix_sock.fd);
@@ -333,15 +376,20 @@ static int start_unix(cr_http *h, char *err, size_t errlen)
     return 0;
 }
 
+/* Each acceptor stops before the daemon it feeds, and is freed after it: the daemon's last
+ * closes are counted there. */
 static void http_free(cr_http *h)
 {
+    cr_acceptor_stop(h->tcp_accept); /* closes the listening socket */
+    cr_acceptor_stop(h->unix_accept);
     if (h->daemon)
         MHD_stop_daemon(h->daemon);
-    cr_unix_accept_stop(h->unix_accept); /* closes the listening socket; before the daemon it feeds */
     if (h->unix_daemon) {
         MHD_stop_daemon(h->unix_daemon);
         cr_unix_remove(&h->unix_sock);
     }
+    cr_acceptor_free(h->tcp_accept);
+    cr_acceptor_free(h->unix_accept);
     cr_read_deadlines_destroy(&h->deadlines); /* after the daemons: every close was notified */
     pthread_mutex_destroy(&h->waiting_mu);
     cr_auth_clear(&h->auth);
@@ -376,6 +424,10 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
     if (h->unix_daemon)
         cr_log("info", "unix socket: %s, mode %04o%s%s", cfg->unix_socket, cfg->unix_mode,
                cfg->unix_socket_group[0] ? ", group " : "", cfg->unix_socket_group);
+    if (cfg->direct_min_kb > 0 && (h->tcp_accept || h->unix_accept))
+        cr_log("info", "direct path: binary uploads of %d KiB and more are read by crunchd itself (%s%s%s)",
+               cfg->direct_min_kb, h->tcp_accept ? "TCP" : "", h->tcp_accept && h->unix_accept ? ", " : "",
+               h->unix_accept ? "unix socket" : "");
     if (h->cors.enabled)
         cr_log("info", "cors: browsers may call from %s", h->cors.any ? "any origin" : cfg->cors_origin);
     return h;

@@ -21,7 +21,7 @@ typedef struct {
 
 /* The peer of conn; a unix peer whose credentials cannot be read has uid -1 and pid 0. */
 void cr_peer_read(struct MHD_Connection *conn, cr_peer *out);
-/* The peer of a Unix-socket connection we accepted ourselves (unix_accept.c). */
+/* The peer of a connection we accepted ourselves (acceptor.c). */
 void cr_peer_read_fd(int fd, cr_peer *out);
 /* "127.0.0.1", or "unix:uid=1000,pid=42": how the log line names it. */
 void cr_peer_label(const cr_peer *p, char *out, size_t n);

@@ -47,7 +47,7 @@ static struct {
     _Atomic uint64_t batch_jobs[CR_METRICS_MAX_DEVICES];
     _Atomic uint64_t bytes_in;
     _Atomic uint64_t slow_closed;
-    _Atomic uint64_t direct;
+    _Atomic uint64_t direct[2]; /* TCP, Unix socket */
     pthread_mutex_t mu; /* guards durations and flops */
     histogram durations[CR_OP_COUNT][N_PHASES];
     double flops[CR_OP_COUNT];
@@ -61,7 +61,8 @@ void cr_metrics_reset(void)
             atomic_store(&m.requests[r][c], 0);
     atomic_store(&m.bytes_in, 0);
     atomic_store(&m.slow_closed, 0);
-    atomic_store(&m.direct, 0);
+    atomic_store(&m.direct[0], 0);
+    atomic_store(&m.direct[1], 0);
     for (int d = 0; d < CR_METRICS_MAX_DEVICES; d++) {
         for (size_t i = 0; i <= N_BATCH_BOUNDS; i++)
             atomic_store(&m.batch[d][i], 0);
@@ -103,7 +104,10 @@ void cr_metrics_request(cr_route_label route, int http_status, double seconds)
 void cr_metrics_bytes_in(uint64_t n) { atomic_fetch_add_explicit(&m.bytes_in, n, memory_order_relaxed); }
 
 void cr_metrics_slow_closed(uint64_t n) { atomic_fetch_add_explicit(&m.slow_closed, n, memory_order_relaxed); }
-void cr_metrics_direct(void) { atomic_fetch_add_explicit(&m.direct, 1, memory_order_relaxed); }
+void cr_metrics_direct(bool unix_socket)
+{
+    atomic_fetch_add_explicit(&m.direct[unix_socket], 1, memory_order_relaxed);
+}
 
 void cr_metrics_batch(int device, int n)
 {
@@ -409,10 +413,11 @@ char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len)
     render_gauges(&t, g);
     render_memory(&t, g);
     render_devices(&t, g);
-    put_count(&t, "crunchd_unix_direct_requests_total", "counter",
-              "Binary uploads on the Unix socket read straight into their arrays by crunchd, not libmicrohttpd "
-              "(--unix-direct-min-kb).",
-              atomic_load(&m.direct));
+    put(&t, "# HELP crunchd_direct_requests_total Binary uploads read straight into their arrays by crunchd, "
+        "not libmicrohttpd (--direct-min-kb), by transport.\n# TYPE crunchd_direct_requests_total counter\n"
+        "crunchd_direct_requests_total{transport=\"tcp\"} %llu\n"
+        "crunchd_direct_requests_total{transport=\"unix\"} %llu\n",
+        (unsigned long long)atomic_load(&m.direct[0]), (unsigned long long)atomic_load(&m.direct[1]));
     put_count(&t, "crunchd_host_jobs_total", "counter",
               "Jobs small enough to run on the HTTP thread that decoded them, on no device (--host-max-flops).",
               g->host_jobs);

@@ -43,8 +43,8 @@ void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops);
 void cr_metrics_bytes_in(uint64_t n);
 /* Connections shut down for sending their request too slowly (server/http/read_deadline.h). */
 void cr_metrics_slow_closed(uint64_t n);
-/* A request served on the Unix socket's direct path (server/http/direct.h). */
-void cr_metrics_direct(void);
+/* A request served on the direct path (server/http/direct.h), over TCP or the Unix socket. */
+void cr_metrics_direct(bool unix_socket);
 /* A launch of n jobs on device `device` (1: a job alone). */
 void cr_metrics_batch(int device, int n);
 /* The exposition text, malloc'd; NULL on ENOMEM. */

@@ -1,14 +1,15 @@
-/* libFuzzer harness for multipart/form-data bodies on the Unix socket's direct path, end to end.
+/* libFuzzer harness for multipart/form-data bodies on the direct path, end to end (over the
+ * Unix socket; TCP's direct path is the same code behind the same acceptor).
  *
- * Why over a socket: on --unix-socket, a binary POST of at least --unix-direct-min-kb is not
- * libmicrohttpd's: the acceptor (server/http/unix_accept.c) peeks at its head (http_head.c),
+ * Why over a socket: a binary POST of at least --direct-min-kb is not
+ * libmicrohttpd's: the acceptor (server/http/acceptor.c) peeks at its head (http_head.c),
  * direct.c takes it, and our own multipart reader (server/http/upload.c: cr_upload_receive,
  * skip_preamble, after_delimiter, receive_part_head, receive_part) reads the body straight from
  * the socket into the arrays, through cr_body_stream. None of that can run without a live
  * connection, so, as fuzz_multipart.c does for the libmicrohttpd path, this harness starts the
  * daemon's real HTTP front (cr_http_start, the cpu engine, small limits: tests/fuzz/fuzz_daemon.h,
  * which both share) once per process, here on a Unix socket of its own
- * (/tmp/crunchd-fuzz-direct-PID.sock, --bind none) with --unix-direct-min-kb 1, and sends each
+ * (/tmp/crunchd-fuzz-direct-PID.sock, --bind none) with --direct-min-kb 1, and sends each
  * input as the body of a multipart POST.
  *
  * Input layout: byte 0 picks the route and query (bits 0-2, from fuzz_daemon.h's routes as in
@@ -21,7 +22,7 @@
  *
  * The oracle: an answer must come (no hang, no dropped connection), be a status the API defines,
  * and never 500 (a bug); and every request must have taken the direct path: every 64 inputs (and
- * after the first), crunchd_unix_direct_requests_total on /metrics must equal the requests sent,
+ * after the first), crunchd_direct_requests_total{transport="unix"} on /metrics must equal the requests sent,
  * else the harness would be fuzzing libmicrohttpd without saying so. The sanitizers watch the
  * daemon's threads, which run in this process.
  *
@@ -63,11 +64,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    char a0[] = "fuzz_direct_multipart", a1[] = "--unix-socket", a3[] = "--unix-direct-min-kb", a4[] = "1",
+    char a0[] = "fuzz_direct_multipart", a1[] = "--unix-socket", a3[] = "--direct-min-kb", a4[] = "1",
          a5[] = "--bind", a6[] = "none";
     char *flags[] = {a0, a1, sock_path, a3, a4, a5, a6, NULL};
     snprintf(sock_path, sizeof sock_path, "/tmp/crunchd-fuzz-direct-%d.sock", (int)getpid());
-    if (fuzz_daemon_config(7, flags) < 0 || cfg.unix_direct_min_kb != DIRECT_MIN_KB || cr_config_tcp(&cfg))
+    if (fuzz_daemon_config(7, flags) < 0 || cfg.direct_min_kb != DIRECT_MIN_KB || cr_config_tcp(&cfg))
         abort();
     fuzz_daemon_start();
     return 0;
@@ -91,7 +92,7 @@ static void check_all_direct(void)
 {
     static char text[1 << 20];
     static const char req[] = "GET /metrics HTTP/1.1\r\nHost: fuzz\r\nConnection: close\r\n\r\n";
-    static const char name[] = "\ncrunchd_unix_direct_requests_total ";
+    static const char name[] = "\ncrunchd_direct_requests_total{transport=\"unix\"} ";
     int fd = connect_daemon();
     if (fd < 0 || send_all(fd, req, sizeof req - 1) < 0) {
         fprintf(stderr, "fuzz_direct_multipart: /metrics: %s\n", strerror(errno));

@@ -1,5 +1,5 @@
-"""Limits before memory, and overload (issue 7): connection and header limits enforced by
-libmicrohttpd from our flags, slow clients that tie up no worker and are cut by
+"""Limits before memory, and overload (issue 7): connection and header limits enforced from our
+flags (by crunchd's acceptor, or by libmicrohttpd where it accepts itself), slow clients that tie up no worker and are cut by
 --conn-timeout-s, and a flood against a small queue where the excess gets a clear 503 while the
 admitted jobs all finish in bounded time."""
 
@@ -82,17 +82,24 @@ def assert_one_more_refused(d, n, why):
     assert wait_served(d.port, 10 * SLOW), "the daemon does not serve once the idle ones closed"
 
 
-def test_max_connections_refuses_one_more_then_recovers(start_daemon):
+# Who counts: crunchd's acceptor (server/http/conn_limits.c, the default), or libmicrohttpd when
+# crunchd does not accept TCP itself (--direct-min-kb 0, or TLS).
+COUNTERS = pytest.mark.parametrize("counter", [[], ["--direct-min-kb", "0"]], ids=["acceptor", "libmicrohttpd"])
+
+
+@COUNTERS
+def test_max_connections_refuses_one_more_then_recovers(start_daemon, counter):
     # the per-address default (half) would refuse the third first: this is the total's test
     d = start_daemon("--max-connections", "4", "--max-connections-per-ip", "0", "--http-threads", "1",
-                     "--conn-timeout-s", "30")
+                     "--conn-timeout-s", "30", *counter)
     assert_one_more_refused(d, 4, "connection N+1 was served while N were open")
     r = d.post("/v1/gemm", SMALL)
     assert r.status_code == 200, r.text
 
 
-def test_max_connections_per_ip(start_daemon):
-    d = start_daemon("--max-connections-per-ip", "2", "--conn-timeout-s", "30")
+@COUNTERS
+def test_max_connections_per_ip(start_daemon, counter):
+    d = start_daemon("--max-connections-per-ip", "2", "--conn-timeout-s", "30", *counter)
     assert_one_more_refused(d, 2, "a third connection from one IP was served")
 
 

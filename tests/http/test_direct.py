@@ -1,7 +1,8 @@
-"""The Unix socket's direct path (server/http/direct.h): binary uploads of at least
---unix-direct-min-kb are read by crunchd itself, straight into their arrays, and answered without
-libmicrohttpd. Every test runs a daemon with a 1 KiB threshold so that small bodies take the path,
-and checks crunchd_unix_direct_requests_total to know which path served. Answers are checked
+"""The direct path (server/http/direct.h), on the Unix socket and over TCP (every test runs on
+both): binary uploads of at least --direct-min-kb are read by crunchd itself, straight into their
+arrays, and answered without libmicrohttpd. Every test runs a daemon with a 1 KiB threshold so
+that small bodies take the path, and checks crunchd_direct_requests_total{transport} to know which
+path served. Answers are checked
 against NumPy and, byte for byte, against the same requests served by libmicrohttpd (threshold
 0): the transport must change nothing a client can see but the speed. Also: multipart framing
 (preamble, padding, quoted boundary, epilogue, broken bodies), Expect: 100-continue, early
@@ -23,24 +24,45 @@ import pytest
 
 from conftest import BACKEND, DELAY_HEADER, SLOW, assert_close, gemm_ref, rng
 
-DIRECT = ["--unix-direct-min-kb", "1"]
+DIRECT = ["--direct-min-kb", "1"]
 BOUNDARY = "dIrEcT-7c1e"
 
 
-@pytest.fixture
-def sock_dir():
+class Where:
+    def __init__(self, transport, dir):
+        self.transport, self.dir = transport, dir
+
+
+@pytest.fixture(params=["unix", "tcp"])
+def sock_dir(request):
     d = tempfile.mkdtemp(prefix="crunchd-dir-", dir="/tmp")  # sun_path holds 107 bytes
-    yield d
+    yield Where(request.param, d)
     shutil.rmtree(d, ignore_errors=True)
 
 
-def start(start_daemon, sock_dir, *flags, name="direct"):
-    return start_daemon("--unix-socket", os.path.join(sock_dir, f"{name}.sock"), *flags, name=name)
+def start(start_daemon, where, *flags, name="direct"):
+    if where.transport == "unix":
+        d = start_daemon("--unix-socket", os.path.join(where.dir, f"{name}.sock"), *flags, name=name)
+    else:
+        d = start_daemon(*flags, name=name)
+    d.transport = where.transport
+    return d
 
 
-def direct_count(d):
-    m = re.search(r"^crunchd_unix_direct_requests_total (\d+)", d.metrics_text(), re.M)
-    assert m, "crunchd_unix_direct_requests_total missing from /metrics"
+def connect(d, timeout=60):
+    """A socket to d over the test's transport."""
+    if d.transport == "tcp":
+        return socket.create_connection(("127.0.0.1", d.port), timeout=timeout * SLOW)
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout * SLOW)
+    s.connect(d.unix_path)
+    return s
+
+
+def direct_count(d, text=None):
+    pattern = r'^crunchd_direct_requests_total\{transport="%s"\} (\d+)' % d.transport
+    m = re.search(pattern, d.metrics_text() if text is None else text, re.M)
+    assert m, "crunchd_direct_requests_total missing from /metrics"
     return int(m.group(1))
 
 
@@ -103,9 +125,7 @@ def request_bytes(target, body, ctype, headers=None):
 
 
 def post(d, target, body, ctype, headers=None):
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(60 * SLOW)
-        s.connect(d.unix_path)
+    with connect(d) as s:
         try:
             s.sendall(request_bytes(target, body, ctype, headers))
         except (BrokenPipeError, ConnectionResetError):
@@ -179,7 +199,7 @@ def test_ata_and_histograms(start_daemon, sock_dir):
 def test_answers_equal_libmicrohttpds_byte_for_byte(start_daemon, sock_dir):
     """The same requests, good and bad, through both transports: same status, same body."""
     direct = start(start_daemon, sock_dir, *DIRECT, name="direct")
-    mhd = start(start_daemon, sock_dir, "--unix-direct-min-kb", "0", name="mhd")
+    mhd = start(start_daemon, sock_dir, "--direct-min-kb", "0", name="mhd")
     a, b = gemm_parts(m=21, k=64, n=18, seed=3)
     good = multipart({"a": npy(a), "b": npy(b)})
     ct = f"multipart/form-data; boundary={BOUNDARY}"
@@ -280,9 +300,7 @@ def test_expect_continue_and_an_early_refusal(start_daemon, sock_dir):
     d = start(start_daemon, sock_dir, *DIRECT)
     a, b = gemm_parts(seed=13)
     body = multipart({"a": npy(a), "b": npy(b)})
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(30 * SLOW)
-        s.connect(d.unix_path)
+    with connect(d, 30) as s:
         req = request_bytes("/v1/gemm", body, f"multipart/form-data; boundary={BOUNDARY}",
                             {"Expect": "100-continue", "Accept": "application/x-npy"})
         head = req[:len(req) - len(body)]
@@ -292,9 +310,7 @@ def test_expect_continue_and_an_early_refusal(start_daemon, sock_dir):
         r, _ = read_answer(s)
         assert r.status == 200 and not r.closed
         assert_close(r.npy(), gemm_ref(a, b), 47, "float32")
-    with socket.socket(socket.AF_UNIX) as s:  # refused before the body: no 100, no body read
-        s.settimeout(30 * SLOW)
-        s.connect(d.unix_path)
+    with connect(d, 30) as s:  # refused before the body: no 100, no body read
         req = request_bytes("/v1/gemm?alpha=x", body, f"multipart/form-data; boundary={BOUNDARY}",
                             {"Expect": "100-continue"})
         s.sendall(req[:len(req) - len(body)])
@@ -308,9 +324,7 @@ def test_keep_alive_then_libmicrohttpd_on_the_same_connection(start_daemon, sock
     a, b = gemm_parts(seed=17)
     body = multipart({"a": npy(a), "b": npy(b)})
     before = direct_count(d)
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(30 * SLOW)
-        s.connect(d.unix_path)
+    with connect(d, 30) as s:
         rest = b""
         for _ in range(3):
             s.sendall(request_bytes("/v1/gemm", body, f"multipart/form-data; boundary={BOUNDARY}",
@@ -330,8 +344,7 @@ def test_client_that_hangs_up_mid_body_leaves_nothing_behind(start_daemon, sock_
     body = multipart({"a": npy(a), "b": npy(b)})
     req = request_bytes("/v1/gemm", body, f"multipart/form-data; boundary={BOUNDARY}")
     for cut in (len(req) - len(body) + 100, len(req) // 2, len(req) - 3):
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(d.unix_path)
+        with connect(d) as s:
             s.sendall(req[:cut])
     assert d.log_lines_with('POST /v1/gemm 499', timeout=10 * SLOW)
     deadline = time.monotonic() + 10 * SLOW
@@ -351,9 +364,7 @@ def test_a_trickling_body_is_cut_off(start_daemon, sock_dir):
     """--read-timeout-s and --min-body-rate-kbs hold on the direct path as on libmicrohttpd's."""
     d = start(start_daemon, sock_dir, *DIRECT, "--read-timeout-s", "1", "--min-body-rate-kbs", "64")
     raw = np.zeros(200000, np.uint8).tobytes()
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(20 * SLOW)
-        s.connect(d.unix_path)
+    with connect(d, 20) as s:
         req = request_bytes("/v1/histogram?bins=4", raw, "application/octet-stream")
         s.sendall(req[:len(req) - len(raw) + 5000])
         t0 = time.monotonic()
@@ -372,7 +383,7 @@ def test_a_trickling_body_is_cut_off(start_daemon, sock_dir):
 def test_below_the_threshold_or_without_the_token_libmicrohttpd_answers(start_daemon, sock_dir, tmp_path):
     token = tmp_path / "token"
     token.write_text("s3cret-token-for-direct\n")
-    d = start(start_daemon, sock_dir, "--unix-direct-min-kb", "64", "--auth-token-file", str(token))
+    d = start(start_daemon, sock_dir, "--direct-min-kb", "64", "--auth-token-file", str(token))
     a, b = gemm_parts(seed=23)  # ~12 KB: below 64 KiB
     body = multipart({"a": npy(a), "b": npy(b)})
     auth = {"Authorization": "Bearer s3cret-token-for-direct"}
@@ -391,9 +402,7 @@ def test_below_the_threshold_or_without_the_token_libmicrohttpd_answers(start_da
 
 
 def direct_count_auth(d, auth):
-    r = d.get("/metrics", headers=auth)
-    m = re.search(r"^crunchd_unix_direct_requests_total (\d+)", r.text, re.M)
-    return int(m.group(1))
+    return direct_count(d, d.get("/metrics", headers=auth).text)
 
 
 def test_async_jobs_take_the_path_too(start_daemon, sock_dir):
@@ -411,9 +420,7 @@ def test_a_drain_finishes_a_direct_request_in_flight(start_daemon, sock_dir):
     d = start(start_daemon, sock_dir, *DIRECT, "--test-hooks", "--drain-timeout-s", "20")
     a, b = gemm_parts(seed=37)
     body = multipart({"a": npy(a), "b": npy(b)})
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(30 * SLOW)
-        s.connect(d.unix_path)
+    with connect(d, 30) as s:
         s.sendall(request_bytes("/v1/gemm", body, f"multipart/form-data; boundary={BOUNDARY}",
                                 {DELAY_HEADER: "800", "Accept": "application/x-npy"}))
         deadline = time.monotonic() + 10 * SLOW

@@ -1,16 +1,18 @@
-/* The Unix socket's acceptor; see unix_accept.h. */
-#include "server/http/unix_accept.h"
+/* A socket's acceptor; see acceptor.h. */
+#include "server/http/acceptor.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "server/clock.h"
+#include "server/http/conn_limits.h"
 #include "server/http/direct.h"
 #include "server/http/http_head.h"
 #include "server/obs/log.h"
@@ -22,31 +24,39 @@
                                libmicrohttpd. They live as long as the acceptor: each thread keeps
                                buffers of its own (the log's), a thread per request leaked them */
 
+/* A connection we hold: its socket and its peer (for the hand-over and the counts). */
+typedef struct {
+    int fd;
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+} held_conn;
+
 /* A direct request waiting for a worker. */
 typedef struct direct_job {
-    int fd;
+    held_conn conn;
     cr_head head;
     struct direct_job *next;
 } direct_job;
 
 /* A connection being looked at: in the epoll set (edge-triggered) and in the list. */
 typedef struct sniff {
-    int fd;
+    held_conn conn;
     double since;
     bool begun;             /* some bytes of a head arrived */
     struct sniff *prev, *next;
 } sniff;
 
-struct cr_unix_accept {
+struct cr_acceptor {
     cr_http *h;
-    struct MHD_Daemon *mhd;
-    int listen_fd, ep;
+    cr_acceptor_cfg cfg;
+    cr_conn_limits limits;
+    int ep, room_fd;        /* room_fd: an eventfd, written when a close makes room while full */
+    _Atomic bool full;      /* the listening socket is out of the epoll set */
     pthread_t thread;
     _Atomic bool stop;
     pthread_mutex_t mu;     /* the list, the jobs, the workers' counts */
     pthread_cond_t work;    /* a job queued, or stop */
     sniff *head;
-    int sniffing;
     direct_job *jobs, *jobs_tail;
     int queued, workers, idle_workers;
     pthread_t worker[DIRECT_MAX];
@@ -54,8 +64,16 @@ struct cr_unix_accept {
     char peek[CR_HEAD_MAX];
 };
 
+static const struct sockaddr *peer_of(const held_conn *c) { return (const struct sockaddr *)&c->peer; }
 
-static void list_remove(cr_unix_accept *a, sniff *s)
+/* Closes a connection we hold. */
+static void drop(cr_acceptor *a, const held_conn *c)
+{
+    close(c->fd);
+    cr_acceptor_closed(a, peer_of(c));
+}
+
+static void list_remove(cr_acceptor *a, sniff *s)
 {
     pthread_mutex_lock(&a->mu);
     if (s->prev)
@@ -64,52 +82,54 @@ static void list_remove(cr_unix_accept *a, sniff *s)
         a->head = s->next;
     if (s->next)
         s->next->prev = s->prev;
-    a->sniffing--;
     pthread_mutex_unlock(&a->mu);
 }
 
-/* Starts looking at fd (new, or back from a direct request); closes it when that cannot be. */
-static void watch(cr_unix_accept *a, int fd)
+/* Starts looking at a connection (new, or back from a direct request); closes it when that
+ * cannot be. */
+static void watch(cr_acceptor *a, const held_conn *c)
 {
     sniff *s = calloc(1, sizeof *s);
     if (!s) {
-        close(fd);
+        drop(a, c);
         return;
     }
-    s->fd = fd;
+    s->conn = *c;
     s->since = cr_now();
     pthread_mutex_lock(&a->mu);
     s->next = a->head;
     if (a->head)
         a->head->prev = s;
     a->head = s;
-    a->sniffing++;
     pthread_mutex_unlock(&a->mu);
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = s};
-    if (epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    if (epoll_ctl(a->ep, EPOLL_CTL_ADD, c->fd, &ev) < 0) {
         list_remove(a, s);
-        close(fd);
+        drop(a, c);
         free(s);
     }
 }
 
-static void forget(cr_unix_accept *a, sniff *s)
+static void forget(cr_acceptor *a, sniff *s)
 {
-    epoll_ctl(a->ep, EPOLL_CTL_DEL, s->fd, NULL);
+    epoll_ctl(a->ep, EPOLL_CTL_DEL, s->conn.fd, NULL);
     list_remove(a, s);
     free(s);
 }
 
-static void to_mhd(cr_unix_accept *a, int fd)
+/* libmicrohttpd counts the connection from here on (its close reaches cr_acceptor_closed). On
+ * failure it has closed the socket itself. */
+static void to_mhd(cr_acceptor *a, const held_conn *c)
 {
-    struct sockaddr_un peer = {.sun_family = AF_UNIX};
-    if (MHD_add_connection(a->mhd, fd, (const struct sockaddr *)&peer, sizeof(sa_family_t)) != MHD_YES)
-        cr_log("warn", "unix socket: libmicrohttpd refused a connection (%s)", strerror(errno));
+    if (MHD_add_connection(a->cfg.mhd, c->fd, peer_of(c), c->peer_len) != MHD_YES) {
+        cr_log("warn", "%s socket: libmicrohttpd refused a connection (%s)", a->cfg.transport, strerror(errno));
+        cr_acceptor_closed(a, peer_of(c));
+    }
 }
 
 static void *direct_worker(void *arg)
 {
-    cr_unix_accept *a = arg;
+    cr_acceptor *a = arg;
     pthread_mutex_lock(&a->mu);
     for (;;) {
         while (!a->jobs && !atomic_load(&a->stop))
@@ -122,11 +142,11 @@ static void *direct_worker(void *arg)
         a->queued--;
         a->idle_workers--;
         pthread_mutex_unlock(&a->mu);
-        bool keep = cr_direct_serve(a->h, job->fd, &job->head, &a->stop);
+        bool keep = cr_direct_serve(a->h, job->conn.fd, &job->head, &a->stop);
         if (keep && !atomic_load(&a->stop))
-            watch(a, job->fd);
+            watch(a, &job->conn);
         else
-            close(job->fd);
+            drop(a, &job->conn);
         free(job);
         pthread_mutex_lock(&a->mu);
         a->idle_workers++;
@@ -137,12 +157,12 @@ static void *direct_worker(void *arg)
 
 /* Queues a direct request for a free worker (started when none is); false when every worker is
  * busy (libmicrohttpd serves it). */
-static bool start_direct(cr_unix_accept *a, int fd, const cr_head *hd)
+static bool start_direct(cr_acceptor *a, const held_conn *c, const cr_head *hd)
 {
     direct_job *job = malloc(sizeof *job);
     if (!job)
         return false;
-    job->fd = fd;
+    job->conn = *c;
     cr_head_copy(&job->head, hd); /* hd is the acceptor's scratch, parsed again for the next */
     job->next = NULL;
     pthread_mutex_lock(&a->mu);
@@ -169,15 +189,15 @@ static bool start_direct(cr_unix_accept *a, int fd, const cr_head *hd)
 }
 
 /* New bytes (or a hang-up) on a connection being looked at. */
-static void look(cr_unix_accept *a, sniff *s)
+static void look(cr_acceptor *a, sniff *s)
 {
-    ssize_t n = recv(s->fd, a->peek, sizeof a->peek, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n = recv(s->conn.fd, a->peek, sizeof a->peek, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
-    int fd = s->fd;
+    held_conn c = s->conn;
     if (n <= 0) { /* closed, or broken, before a request */
         forget(a, s);
-        close(fd);
+        drop(a, &c);
         return;
     }
     int rc = cr_head_parse(a->peek, (size_t)n, &a->scratch);
@@ -186,34 +206,49 @@ static void look(cr_unix_accept *a, sniff *s)
         return;
     }
     forget(a, s);
-    if (rc == 1 && cr_direct_takes(a->h, &a->scratch) && start_direct(a, fd, &a->scratch))
+    if (rc == 1 && cr_direct_takes(a->h, &a->scratch, a->cfg.direct_min_kb) && start_direct(a, &c, &a->scratch))
         return;
-    to_mhd(a, fd);
+    to_mhd(a, &c);
 }
 
-static void accept_all(cr_unix_accept *a)
+/* Takes the listening socket out of the epoll set (full) or puts it back (room again). */
+static void arm_listen(cr_acceptor *a, bool on)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &a->cfg};
+    if (epoll_ctl(a->ep, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, a->cfg.listen_fd, on ? &ev : NULL) == 0)
+        atomic_store(&a->full, !on);
+}
+
+static void accept_all(cr_acceptor *a)
 {
     for (;;) {
-        int fd = accept4(a->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
+        if (!cr_conn_limits_room(&a->limits)) {
+            arm_listen(a, false); /* new clients wait in the backlog, as libmicrohttpd's did */
+            return;
+        }
+        held_conn c = {.peer_len = sizeof c.peer};
+        c.fd = accept4(a->cfg.listen_fd, (struct sockaddr *)&c.peer, &c.peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c.fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                cr_log("warn", "unix socket: accept: %s", strerror(errno));
+                cr_log("warn", "%s socket: accept: %s", a->cfg.transport, strerror(errno));
             return;
         }
-        pthread_mutex_lock(&a->mu);
-        bool room = a->sniffing < a->h->deps.cfg->max_connections;
-        pthread_mutex_unlock(&a->mu);
-        if (room)
-            watch(a, fd);
-        else
-            to_mhd(a, fd); /* whose --max-connections refuses it */
+        if (cr_conn_limits_take(&a->limits, peer_of(&c)) != CR_ADMIT) {
+            close(c.fd); /* over --max-connections-per-ip: closed at once, as libmicrohttpd does */
+            continue;
+        }
+        if (c.peer.ss_family != AF_UNIX) { /* direct answers are one write: never held back */
+            int one = 1;
+            setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        watch(a, &c);
     }
 }
 
 /* Heads begun and not whole go to libmicrohttpd; silent connections are closed. */
-static void sweep(cr_unix_accept *a, double now)
+static void sweep(cr_acceptor *a, double now)
 {
     const cr_config *cfg = a->h->deps.cfg;
     double idle_s = cfg->read_timeout_s > 0 ? cfg->read_timeout_s : cfg->conn_timeout_s;
@@ -225,83 +260,116 @@ static void sweep(cr_unix_accept *a, double now)
     pthread_mutex_unlock(&a->mu);
     if (!due)
         return;
-    int fd = due->fd;
+    held_conn c = due->conn;
     bool begun = due->begun;
     forget(a, due);
     if (begun)
-        to_mhd(a, fd);
+        to_mhd(a, &c);
     else
-        close(fd);
+        drop(a, &c);
     sweep(a, now); /* the next one, if any */
 }
 
 static void *acceptor(void *arg)
 {
-    cr_unix_accept *a = arg;
+    cr_acceptor *a = arg;
     struct epoll_event ev[EVENTS];
     while (!atomic_load(&a->stop)) {
         int n = epoll_wait(a->ep, ev, EVENTS, TICK_MS);
         for (int i = 0; i < n; i++) {
-            if (ev[i].data.ptr == a)
+            if (ev[i].data.ptr == &a->cfg) {
                 accept_all(a);
-            else
+            } else if (ev[i].data.ptr == a) {
+                uint64_t count;
+                if (read(a->room_fd, &count, sizeof count) < 0 && errno != EAGAIN)
+                    cr_log("warn", "%s socket: eventfd: %s", a->cfg.transport, strerror(errno));
+            } else {
                 look(a, ev[i].data.ptr);
+            }
         }
+        if (atomic_load(&a->full) && cr_conn_limits_room(&a->limits))
+            arm_listen(a, true);
         sweep(a, cr_now());
     }
     return NULL;
 }
 
-cr_unix_accept *cr_unix_accept_start(cr_http *h, int listen_fd, struct MHD_Daemon *mhd, char *err, size_t errlen)
+void cr_acceptor_closed(cr_acceptor *a, const struct sockaddr *peer)
 {
-    cr_unix_accept *a = calloc(1, sizeof *a);
+    cr_conn_limits_release(&a->limits, peer);
+    uint64_t one = 1;
+    if (atomic_load(&a->full) && write(a->room_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        cr_log("warn", "%s socket: eventfd: %s", a->cfg.transport, strerror(errno));
+}
+
+int cr_acceptor_start(cr_http *h, const cr_acceptor_cfg *cfg, cr_acceptor **out, char *err, size_t errlen)
+{
+    cr_acceptor *a = calloc(1, sizeof *a);
     if (!a) {
         snprintf(err, errlen, "out of memory");
-        return NULL;
+        return -1;
     }
     a->h = h;
-    a->mhd = mhd;
-    a->listen_fd = listen_fd;
+    a->cfg = *cfg;
+    cr_conn_limits_init(&a->limits, cfg->max_connections, cfg->max_per_ip);
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->work, NULL);
     a->ep = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = a};
-    int flags_ok = a->ep >= 0 && epoll_ctl(a->ep, EPOLL_CTL_ADD, listen_fd, &ev) == 0;
-    if (!flags_ok || pthread_create(&a->thread, NULL, acceptor, a) != 0) {
-        snprintf(err, errlen, "cannot serve on the unix socket: %s", strerror(errno));
+    a->room_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event room = {.events = EPOLLIN, .data.ptr = a};
+    struct epoll_event listen = {.events = EPOLLIN, .data.ptr = &a->cfg};
+    bool ok = a->ep >= 0 && a->room_fd >= 0 && epoll_ctl(a->ep, EPOLL_CTL_ADD, a->room_fd, &room) == 0 &&
+              epoll_ctl(a->ep, EPOLL_CTL_ADD, cfg->listen_fd, &listen) == 0;
+    *out = a;
+    if (!ok || pthread_create(&a->thread, NULL, acceptor, a) != 0) {
+        *out = NULL;
+        snprintf(err, errlen, "cannot serve on the %s socket: %s", cfg->transport, strerror(errno));
         if (a->ep >= 0)
             close(a->ep);
+        if (a->room_fd >= 0)
+            close(a->room_fd);
+        cr_conn_limits_destroy(&a->limits);
         pthread_mutex_destroy(&a->mu);
         pthread_cond_destroy(&a->work);
         free(a);
-        return NULL;
+        return -1;
     }
-    return a;
+    return 0;
 }
 
-void cr_unix_accept_stop(cr_unix_accept *a)
+void cr_acceptor_stop(cr_acceptor *a)
 {
     if (!a)
         return;
     atomic_store(&a->stop, true);
     pthread_join(a->thread, NULL);
-    close(a->listen_fd);
+    close(a->cfg.listen_fd);
     pthread_mutex_lock(&a->mu);
     pthread_cond_broadcast(&a->work);
     pthread_mutex_unlock(&a->mu);
     for (int i = 0; i < a->workers; i++) /* each sees stop within a slice (body_stream.h) */
         pthread_join(a->worker[i], NULL);
+    a->workers = 0;
     for (direct_job *j = a->jobs, *next; j; j = next) {
         next = j->next;
-        close(j->fd);
+        drop(a, &j->conn);
         free(j);
     }
+    a->jobs = NULL;
     while (a->head) {
-        int fd = a->head->fd;
+        held_conn c = a->head->conn;
         forget(a, a->head);
-        close(fd);
+        drop(a, &c);
     }
+}
+
+void cr_acceptor_free(cr_acceptor *a)
+{
+    if (!a)
+        return;
     close(a->ep);
+    close(a->room_fd);
+    cr_conn_limits_destroy(&a->limits);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->work);
     free(a);
