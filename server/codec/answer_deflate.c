@@ -7,6 +7,8 @@
 #include <strings.h>
 #include <zlib.h>
 
+#include "server/codec/media_type.h"
+
 #define MAX_SPANS 2
 
 struct cr_deflater {
@@ -17,12 +19,6 @@ struct cr_deflater {
     bool done;
 };
 
-static bool type_is(const char *ct, const char *type)
-{
-    size_t n = strlen(type);
-    return strncasecmp(ct, type, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
-}
-
 bool cr_deflate_worth_it(const char *ct, size_t bytes)
 {
     if (!ct || bytes < CR_DEFLATE_MIN_BYTES)
@@ -30,7 +26,7 @@ bool cr_deflate_worth_it(const char *ct, size_t bytes)
     /* Text only. Binary answers (.npy, KServe's raw tensors) are float arrays whose mantissas do
      * not compress: 64 MiB of float32 shrank 1.08x at 45 MB/s (level 1, this machine), so gzip
      * would cost a second per 64 MiB to save 7%; and python requests asks for gzip by default. */
-    return strncasecmp(ct, "text/", 5) == 0 || type_is(ct, "application/json") || type_is(ct, "application/yaml");
+    return strncasecmp(ct, "text/", 5) == 0 || cr_media_type_is(ct, "application/json") || cr_media_type_is(ct, "application/yaml");
 }
 
 cr_deflater *cr_deflater_new(cr_coding coding, int level, const cr_span *spans, int n)

@@ -19,6 +19,7 @@
 #include "server/http/acceptor.h"
 #include "server/clock.h"
 #include "server/codec/json_encode.h"
+#include "server/codec/media_type.h"
 #include "server/http/body.h"
 #include "server/http/body_coding.h"
 #include "server/http/preflight.h"
@@ -48,10 +49,8 @@ static enum MHD_Result refuse_405(cr_conn *c, const char *allow)
 
 static bool is_json_type(const char *ct)
 {
-    if (!ct)
-        return true; /* curl -d without -H: be lenient, the body is still checked */
-    size_t n = strlen("application/json");
-    return strncasecmp(ct, "application/json", n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+    /* no type at all (curl -d without -H): be lenient, the body is still checked */
+    return !ct || cr_media_type_is(ct, "application/json");
 }
 
 /* 401 with the challenge RFC 6750 asks for; the same answer for a missing or a wrong token. */

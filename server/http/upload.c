@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "server/codec/binary_decode.h"
+#include "server/codec/media_type.h"
 #include "server/http/body.h"
 #include "server/http/body_stream.h"
 
@@ -35,12 +36,6 @@ struct cr_upload {
 };
 
 /* "type" or "type; params", case-insensitively. */
-static bool type_is(const char *ct, const char *type)
-{
-    size_t n = strlen(type);
-    return ct && strncasecmp(ct, type, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
-}
-
 static enum MHD_Result refuse(cr_conn *c, const cr_error *e)
 {
     cr_upload_free(c);
@@ -98,11 +93,11 @@ static int check_type(upload_kind kind, cr_op op, const char *ct, cr_error *err)
 
 static int classify(const char *ct, upload_kind *kind, cr_error *err)
 {
-    if (type_is(ct, "multipart/form-data"))
+    if (cr_media_type_is(ct, "multipart/form-data"))
         *kind = UP_MULTIPART;
-    else if (type_is(ct, "application/x-npy"))
+    else if (cr_media_type_is(ct, "application/x-npy"))
         *kind = UP_NPY;
-    else if (type_is(ct, "application/octet-stream"))
+    else if (cr_media_type_is(ct, "application/octet-stream"))
         *kind = UP_RAW;
     else
         return cr_fail(err, 415, "unsupported_media_type", "Content-Type",

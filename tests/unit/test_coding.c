@@ -8,6 +8,7 @@
 
 #include "server/codec/answer_deflate.h"
 #include "server/codec/body_inflate.h"
+#include "server/codec/media_type.h"
 #include "tests/unit/check.h"
 
 static void test_content_encoding(void)
@@ -246,8 +247,24 @@ static void test_bomb_stops_at_the_sink(void)
     free(z);
 }
 
+/* The one media-type test that uploads, JSON bodies and compressed answers share. */
+static void test_media_type(void)
+{
+    CHECK(cr_media_type_is("application/json", "application/json"));
+    CHECK(cr_media_type_is("Application/JSON; charset=utf-8", "application/json"));
+    CHECK(cr_media_type_is("multipart/form-data;boundary=x", "multipart/form-data"));
+    CHECK(cr_media_type_is("application/x-npy \t; a=b", "application/x-npy"));
+    CHECK(cr_media_type_is("application/x-npy\t;a=b", "application/x-npy"));
+    CHECK(!cr_media_type_is("application/jsonx", "application/json"));
+    CHECK(!cr_media_type_is("application/jso", "application/json"));
+    CHECK(!cr_media_type_is("text/application/json", "application/json"));
+    CHECK(!cr_media_type_is(NULL, "application/json"));
+    CHECK(!cr_media_type_is("", "application/json"));
+}
+
 int main(void)
 {
+    test_media_type();
     test_content_encoding();
     test_negotiate();
     test_worth_it();
