@@ -10,6 +10,7 @@ import socket
 import subprocess
 import time
 
+import numpy as np
 import pytest
 import requests
 
@@ -277,6 +278,23 @@ def test_tls_with_curl(start_daemon, self_signed, tmp_path):
     assert curl(base + "/healthz").returncode != 0
     assert curl(f"http://127.0.0.1:{d.port}/healthz").returncode != 0
     assert d.get("/readyz").status_code == 200  # still serving after the bad handshakes
+
+
+def test_tls_big_uploads_stay_with_libmicrohttpd(start_daemon, self_signed):
+    """The direct path (direct.h) peeks at plaintext heads: over HTTPS crunchd does not accept
+    TCP itself, so a big binary upload is read and answered by libmicrohttpd, correctly."""
+    cert, key = self_signed
+    d = start_daemon("--tls-cert", cert, "--tls-key", key, "--direct-min-kb", "1", start=False)
+    d.verify = cert
+    d.start()
+    raw = np.random.default_rng(3).integers(0, 256, 300_000, dtype=np.uint8)
+    r = requests.post(d.url("/v1/histogram?bins=16"), data=raw.tobytes(), verify=cert, timeout=60 * SLOW,
+                      headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 200, r.text
+    assert r.json()["result"]["counts"] == np.bincount(raw // 16, minlength=16).tolist()
+    metrics = requests.get(d.url("/metrics"), verify=cert, timeout=30).text
+    assert 'crunchd_direct_requests_total{transport="tcp"} 0' in metrics, metrics[-2000:]
+    assert "direct path" not in d.log_text()
 
 
 @pytest.mark.parametrize("which", ["cert-only", "key-only", "missing-files", "garbage"])
