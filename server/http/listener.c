@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include "kernels/registry.h"
-#include "server/http/acceptor.h"
 #include "server/clock.h"
 #include "server/codec/json_encode.h"
 #include "server/codec/media_type.h"
+#include "server/http/acceptor.h"
 #include "server/http/body.h"
 #include "server/http/body_coding.h"
 #include "server/http/preflight.h"
