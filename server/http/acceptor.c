@@ -142,7 +142,7 @@ static void *direct_worker(void *arg)
         a->queued--;
         a->idle_workers--;
         pthread_mutex_unlock(&a->mu);
-        bool keep = cr_direct_serve(a->h, job->conn.fd, &job->head, &a->stop);
+        bool keep = cr_direct_serve(a->h, job->conn.fd, peer_of(&job->conn), &job->head, &a->stop);
         if (keep && !atomic_load(&a->stop))
             watch(a, &job->conn);
         else

@@ -75,7 +75,7 @@ static int send_continue(cr_direct *d, int timeout_s)
     return cr_direct_send(d, &iov, 1, timeout_s);
 }
 
-static cr_conn *conn_new(cr_http *h, cr_direct *d, const cr_head *hd)
+static cr_conn *conn_new(cr_http *h, cr_direct *d, const struct sockaddr *peer, const cr_head *hd)
 {
     cr_conn *c = calloc(1, sizeof *c);
     char allow[128];
@@ -94,7 +94,7 @@ static cr_conn *conn_new(cr_http *h, cr_direct *d, const cr_head *hd)
     c->handler = r->handler;
     c->label = r->label;
     c->fd = d->fd;
-    cr_peer_read_fd(d->fd, &c->peer);
+    cr_peer_from_addr(peer, d->fd, &c->peer);
     cr_request_id_take(cr_head_get(hd, "X-Request-Id"), c->request_id);
     c->authenticated = h->auth.enabled;
     atomic_fetch_add(&h->active, 1);
@@ -122,7 +122,7 @@ static int read_body(cr_conn *c, cr_direct *d)
     return 499;
 }
 
-bool cr_direct_serve(cr_http *h, int fd, const cr_head *hd, const _Atomic bool *stop)
+bool cr_direct_serve(cr_http *h, int fd, const struct sockaddr *peer, const cr_head *hd, const _Atomic bool *stop)
 {
     const cr_config *cfg = h->deps.cfg;
     cr_direct *d = calloc(1, sizeof *d);
@@ -136,7 +136,7 @@ bool cr_direct_serve(cr_http *h, int fd, const cr_head *hd, const _Atomic bool *
     d->head = hd;
     d->stop = stop;
     d->expect_continue = cr_head_get(hd, "Expect") != NULL;
-    if (consume_head(fd, hd->len) < 0 || cr_direct_set_blocking(fd, true) < 0 || !(c = conn_new(h, d, hd)))
+    if (consume_head(fd, hd->len) < 0 || cr_direct_set_blocking(fd, true) < 0 || !(c = conn_new(h, d, peer, hd)))
         goto cleanup;
     cr_body_stream_init(&d->body, fd, strtoull(cr_head_get(hd, "Content-Length"), NULL, 10), c->t0,
                         cfg->read_timeout_s, cfg->min_body_rate_kbs, cfg->conn_timeout_s, stop);

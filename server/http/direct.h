@@ -18,6 +18,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 
 #include "server/http/conn.h"
 #include "server/http/http_head.h"
@@ -27,8 +28,9 @@ typedef struct cr_direct cr_direct;
 /* min_kb: the socket's threshold (0: none taken). */
 bool cr_direct_takes(cr_http *h, const cr_head *hd, int min_kb);
 
-/* Serves the request whose head hd is next, unread, on fd (non-blocking): its answer, or its
- * end when the client breaks off. Whether fd may carry another request. */
-bool cr_direct_serve(cr_http *h, int fd, const cr_head *hd, const _Atomic bool *stop);
+/* Serves the request whose head hd is next, unread, on fd (non-blocking; peer: its address from
+ * accept()): its answer, or its end when the client breaks off. Whether fd may carry another
+ * request. */
+bool cr_direct_serve(cr_http *h, int fd, const struct sockaddr *peer, const cr_head *hd, const _Atomic bool *stop);
 
 #endif

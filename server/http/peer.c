@@ -18,9 +18,7 @@ static void read_credentials(int fd, cr_peer *out)
     }
 }
 
-/* What the log and the limits know of a peer at sa (fd: its socket, for a Unix peer's
- * credentials). */
-static void peer_from_addr(const struct sockaddr *sa, int fd, cr_peer *out)
+void cr_peer_from_addr(const struct sockaddr *sa, int fd, cr_peer *out)
 {
     memset(out, 0, sizeof *out);
     if (sa && sa->sa_family == AF_UNIX) {
@@ -33,14 +31,6 @@ static void peer_from_addr(const struct sockaddr *sa, int fd, cr_peer *out)
     }
 }
 
-void cr_peer_read_fd(int fd, cr_peer *out)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    bool known = getpeername(fd, (struct sockaddr *)&ss, &len) == 0;
-    peer_from_addr(known ? (const struct sockaddr *)&ss : NULL, fd, out);
-}
-
 void cr_peer_read(struct MHD_Connection *conn, cr_peer *out)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -48,7 +38,7 @@ void cr_peer_read(struct MHD_Connection *conn, cr_peer *out)
     const union MHD_ConnectionInfo *fd = sa && sa->sa_family == AF_UNIX
                                              ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD)
                                              : NULL;
-    peer_from_addr(sa, fd ? fd->connect_fd : -1, out);
+    cr_peer_from_addr(sa, fd ? fd->connect_fd : -1, out);
 }
 
 void cr_peer_label(const cr_peer *p, char *out, size_t n)

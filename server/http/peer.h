@@ -8,6 +8,7 @@
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #define CR_PEER_CLIENT_MAX 64 /* "ip:" and an IPv6 address, "uid:N", "token" */
@@ -21,8 +22,9 @@ typedef struct {
 
 /* The peer of conn; a unix peer whose credentials cannot be read has uid -1 and pid 0. */
 void cr_peer_read(struct MHD_Connection *conn, cr_peer *out);
-/* The peer of a connection we accepted ourselves (acceptor.c). */
-void cr_peer_read_fd(int fd, cr_peer *out);
+/* The peer at sa, as accept() gave it (acceptor.c); fd: its socket, for a Unix peer's
+ * credentials. */
+void cr_peer_from_addr(const struct sockaddr *sa, int fd, cr_peer *out);
 /* "127.0.0.1", or "unix:uid=1000,pid=42": how the log line names it. */
 void cr_peer_label(const cr_peer *p, char *out, size_t n);
 /* The client of a request for per-client limits: "token" when it carried the bearer token

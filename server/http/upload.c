@@ -35,7 +35,6 @@ struct cr_upload {
     cr_error err;
 };
 
-/* "type" or "type; params", case-insensitively. */
 static enum MHD_Result refuse(cr_conn *c, const cr_error *e)
 {
     cr_upload_free(c);
