@@ -178,12 +178,19 @@ def test_unambiguous_framing_is_served(daemon, framing):
 
 # -- X-Crunchd-Timeout-Ms -----------------------------------------------------------------------
 
+def accepted(r, v):
+    """Taken as a deadline: answered, or (1 ms only: a loaded or sanitizer-built daemon can miss
+    it, as CI's ASan run once did) the deadline enforced with a 504, never refused as invalid."""
+    if v == "1" and r.status_code == 504:
+        assert r.json()["error"]["code"] == "deadline_exceeded", r.text
+        return
+    assert r.status_code == 200, (v, r.text)
+
+
 def test_timeout_header_takes_what_the_field_takes(daemon):
     for v in ("1", "60000", str(TIMEOUT_MAX)):
-        r = daemon.post("/v1/gemm", SMALL, headers={"X-Crunchd-Timeout-Ms": v})
-        assert r.status_code == 200, (v, r.text)
-        r = daemon.post("/v1/gemm", dict(SMALL, timeout_ms=int(v)))
-        assert r.status_code == 200, (v, r.text)
+        accepted(daemon.post("/v1/gemm", SMALL, headers={"X-Crunchd-Timeout-Ms": v}), v)
+        accepted(daemon.post("/v1/gemm", dict(SMALL, timeout_ms=int(v))), v)
 
 
 @pytest.mark.parametrize("value", [str(TIMEOUT_MAX + 1), str(TIMEOUT_MAX + 2), "1" + "0" * 30,
