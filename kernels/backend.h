@@ -104,6 +104,7 @@ typedef struct {
 } cr_device_info;
 
 typedef struct cr_worker cr_worker;
+typedef struct cr_sink cr_sink;
 typedef struct cr_backend cr_backend;
 
 /* How a thread waiting for a device spends the wait (--gpu-wait). */
@@ -176,6 +177,26 @@ struct cr_backend {
      * the server charges to its memory budget before the job is queued (cpu: float16/bfloat16
      * operands widened for BLAS). */
     uint64_t (*task_host_bytes)(const cr_task *t);
+    /* Optional (NULL: every input is received whole into host memory): a big matrix input
+     * received straight into device memory through a small ring of pinned staging slots, which
+     * stay in the CPU's caches: the socket's copy lands in cache and the copy engine drains it, so
+     * the operand is never written to host memory at all (cuda: a 4096² float32 pair over a Unix
+     * socket is received at the rate of a bare socket into a reused buffer, not of one into memory
+     * kept whole). The bytes then exist only on that device, so the job runs there (as a CUDA
+     * shared-memory tensor does): only for inputs no host code reads (matrices, not histogram data).
+     * sink_open: a sink for `total` bytes on `device`; NULL when it is not
+     * worth it (small) or not possible (no room): receive into host memory as usual. *staging: the
+     * host bytes it holds until sink_finish, to charge. sink_space: where the next at most *len
+     * bytes go (it may wait for the copy that last drained that space); NULL once broken.
+     * sink_commit: n bytes were written there; -1 once broken. sink_finish: every byte is on the
+     * device (waits for the last copies): the buffer and its device; -1 when a copy failed or bytes
+     * are missing. sink_free (any time, from any thread): releases the sink and its device buffer;
+     * a request slot holding the buffer releases it with its hold. */
+    cr_sink *(*sink_open)(size_t total, int device, size_t *staging);
+    void *(*sink_space)(cr_sink *s, size_t *len);
+    int (*sink_commit)(cr_sink *s, size_t n);
+    int (*sink_finish)(cr_sink *s, void **dev, int *device);
+    void (*sink_free)(void *s);
 };
 
 extern const cr_backend cr_backend_cpu;

@@ -24,7 +24,8 @@
 
 Prints the ratios (target <= 1.5) and writes a CSV.
   scripts/bench_e2e.py BUILD_DIR OUT_CSV        (CRUNCHD_BIN overrides BUILD_DIR/crunchd;
-                                                 CRUNCHD_E2E_ARGS adds daemon flags)
+                                                 CRUNCHD_E2E_ARGS adds daemon flags,
+                                                 CRUNCHD_E2E_ENV="K=V ..." daemon variables)
   CRUNCHD_E2E_ONLY=unix,shm scripts/bench_e2e.py BUILD_DIR OUT_CSV   only those rows
   CRUNCHD_E2E_SMALL=1 scripts/bench_e2e.py BUILD_DIR [OUT_CSV]
       the same code end to end at small sizes (GEMM 256², 8 MiB histogram, 64 MiB RSS upload) on
@@ -553,7 +554,10 @@ def main():
         sink = sink_server()
         # the daemon as shipped (TCP and a Unix socket), then without copying to the device
         # during the upload: the difference is what that overlap saves (cuda only)
-        passes = (("", {}),) if SMALL or ONLY else (("", {}), ("_noprefetch", {"CRUNCHD_PREFETCH_MIN_MB": "0"}))
+        # CRUNCHD_E2E_ENV="K=V ...": the daemon's tuning variables for the first pass (the daemon
+        # runner passes none of this process's CRUNCHD_* on), e.g. CRUNCHD_SINK_MIN_MB=0
+        first = dict(kv.split("=", 1) for kv in os.environ.get("CRUNCHD_E2E_ENV", "").split())
+        passes = (("", first),) if SMALL or ONLY else (("", first), ("_noprefetch", {"CRUNCHD_PREFETCH_MIN_MB": "0"}))
         for suffix, env in passes:
             unix = [] if suffix else ["--unix-socket", os.path.join(sock_dir, "crunchd.sock")]
             d = Daemon(flags + unix, env=env, name="bench-e2e" + suffix, host_path=True)

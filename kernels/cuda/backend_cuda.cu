@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_worker.h"
+#include "kernels/cuda/device_sink.h"
 #include "kernels/cuda/pinned_pool.h"
 #include "kernels/cuda/prefetch.h"
 
@@ -154,4 +155,9 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_cuda_batch_wait,
     cuda_versions,
     NULL, /* task_host_bytes: run() allocates no host memory of its own */
+    cr_sink_open,
+    cr_sink_space,
+    cr_sink_commit,
+    cr_sink_finish,
+    cr_sink_free,
 };

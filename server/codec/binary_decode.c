@@ -1,6 +1,7 @@
 /* Binary bodies streamed into their final buffers; see binary_request.h. */
 #include "server/codec/binary_decode.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "kernels/hist_range.h"
 #include "server/codec/copy_streaming.h"
 #include "server/codec/npy.h"
+#include "server/memory.h"
 
 enum { BUF_A = 0, BUF_B = 1, BUF_C = 2 };
 #define MAX_PARTS 3
@@ -27,6 +29,11 @@ struct cr_bin_part {
     bool scatter;
     uint8_t carry[8];
     size_t carry_len;
+    /* Received straight to a device (cr_host_allocator.sink): data is NULL until the last byte
+     * is there, then the device buffer, which the request's slot holds from then on. */
+    cr_sink *sink;
+    const cr_backend *via;   /* the sink's backend */
+    size_t staging;          /* its host bytes, charged to the budget while it is open */
 };
 
 struct cr_bin_request {
@@ -37,6 +44,8 @@ struct cr_bin_request {
     cr_bin_part parts[MAX_PARTS];
     int n_parts;
     uint64_t input_bytes;
+    int sink_device;         /* -1 until a part opens a sink: every part of a request goes there */
+    uint64_t device_bytes;   /* bytes received straight to the device */
 };
 
 cr_bin_request *cr_bin_new(const cr_params *params, const cr_limits *lim, cr_host_allocator a)
@@ -47,15 +56,28 @@ cr_bin_request *cr_bin_new(const cr_params *params, const cr_limits *lim, cr_hos
     r->params = *params;
     r->lim = *lim;
     r->alloc = a;
+    r->sink_device = -1;
     return r;
+}
+
+static void drop_sink(cr_bin_part *p)
+{
+    if (!p->sink)
+        return;
+    p->via->sink_free(p->sink);
+    cr_mem_release(CR_MEM_DECODE, p->staging);
+    p->sink = NULL;
+    p->staging = 0;
 }
 
 void cr_bin_free(cr_bin_request *r)
 {
     if (!r)
         return;
-    for (int i = 0; i < r->n_parts; i++)
+    for (int i = 0; i < r->n_parts; i++) {
         free(r->parts[i].hdr);
+        drop_sink(&r->parts[i]);
+    }
     cr_request_free(&r->req);
     free(r);
 }
@@ -192,6 +214,89 @@ static int check_part(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
     return 0;
 }
 
+/* ---- parts received straight to a device ---------------------------------------------------- */
+
+/* Requests take the devices in turn; all parts of one go where its first sink went. */
+static int sink_device_for(cr_bin_request *r)
+{
+    static _Atomic unsigned next;
+    if (r->sink_device < 0)
+        r->sink_device = (int)(atomic_fetch_add(&next, 1) % (unsigned)r->alloc.devices);
+    return r->sink_device;
+}
+
+/* Only inputs no host code reads: matrices (a histogram's range and NaN checks read its data),
+ * arriving in order (not a scattered c), and not for compare mode, which the engine refuses
+ * with tensors in device memory. Without a sink (small, no device memory) the part is received
+ * into host memory as before. */
+static int open_sink(cr_bin_request *r, cr_bin_part *p, cr_error *err)
+{
+    const cr_backend *b = r->alloc.sink;
+    if (!b || !b->sink_open || r->alloc.devices < 1 || r->params.op == CR_OP_HISTOGRAM || p->scatter ||
+        r->params.kernel.mode == CR_KERNEL_ALL)
+        return 0;
+    size_t staging = 0;
+    cr_sink *s = b->sink_open((size_t)p->h.data_bytes, sink_device_for(r), &staging);
+    if (!s)
+        return 0;
+    if (cr_mem_charge(CR_MEM_DECODE, staging, p->name, err) != 0) {
+        b->sink_free(s);
+        return -1;
+    }
+    p->sink = s;
+    p->via = b;
+    p->staging = staging;
+    return 0;
+}
+
+static int sink_failed(cr_bin_request *r, cr_bin_part *p, cr_error *err)
+{
+    drop_sink(p);
+    return cr_fail(err, 503, "device_fault", p->name, "copying %s to device %d failed", p->name, r->sink_device);
+}
+
+/* Every byte of the part is on the device: the request's slot holds the buffer from now on. */
+static int sink_done(cr_bin_request *r, cr_bin_part *p, cr_error *err)
+{
+    void *dev = NULL;
+    int device = -1;
+    if (p->via->sink_finish(p->sink, &dev, &device) != 0)
+        return sink_failed(r, p, err);
+    cr_mem_release(CR_MEM_DECODE, p->staging);
+    cr_request_adopt_buf(&r->req, p->slot, dev, (size_t)p->h.data_bytes, p->via->sink_free, p->sink);
+    p->sink = NULL;
+    p->staging = 0;
+    p->data = dev;
+    r->device_bytes += p->h.data_bytes;
+    return cr_request_mark_device(&r->req, p->slot, device, err);
+}
+
+/* n bytes committed to the sink's space. */
+static int sink_advance(cr_bin_request *r, cr_bin_part *p, size_t n, cr_error *err)
+{
+    if (p->via->sink_commit(p->sink, n) != 0)
+        return sink_failed(r, p, err);
+    p->received += n;
+    return p->received == p->h.data_bytes ? sink_done(r, p, err) : 0;
+}
+
+static int sink_copy(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, cr_error *err)
+{
+    while (n) {
+        size_t room = 0;
+        char *dst = p->via->sink_space(p->sink, &room);
+        if (!dst)
+            return sink_failed(r, p, err);
+        size_t k = room < n ? room : n;
+        memcpy(dst, data, k);
+        if (sink_advance(r, p, k, err) != 0)
+            return -1;
+        data += k;
+        n -= k;
+    }
+    return 0;
+}
+
 static int header_parsed(cr_bin_request *r, cr_bin_part *p, cr_error *err)
 {
     p->header_done = true;
@@ -200,7 +305,9 @@ static int header_parsed(cr_bin_request *r, cr_bin_part *p, cr_error *err)
     if (apply_bf16(r, p, err) || check_part(r, p, err) || check_limits(r, p, err))
         return -1;
     p->scatter = strcmp(p->name, "c") == 0 && p->h.fortran_order;
-    return alloc_array(r, p, p->h.data_bytes, err) ? 0 : -1;
+    if (open_sink(r, p, err) != 0)
+        return -1;
+    return p->sink || alloc_array(r, p, p->h.data_bytes, err) ? 0 : -1;
 }
 
 cr_bin_part *cr_bin_start_raw(cr_bin_request *r, uint64_t bytes, cr_error *err)
@@ -306,6 +413,8 @@ int cr_bin_feed(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, c
         scatter_copy(p, (const uint8_t *)data, n);
         return 0;
     }
+    if (p->sink)
+        return sink_copy(r, p, data, n, err);
     /* only the backend's own blocks (not the malloc fallback); a scattered part is final only
      * at the end, so it never gets here */
     bool staged = r->alloc.ready && r->req.buf_free[p->slot];
@@ -323,17 +432,24 @@ void *cr_bin_span(const cr_bin_part *p, size_t *len)
 {
     if (!p || !p->header_done || p->scatter || p->received >= p->h.data_bytes)
         return NULL;
+    if (p->sink)
+        return p->via->sink_space(p->sink, len);
     uint64_t left = p->h.data_bytes - p->received;
     *len = left > SIZE_MAX ? SIZE_MAX : (size_t)left;
     return (char *)p->data + p->received;
 }
 
-void cr_bin_spanned(cr_bin_request *r, cr_bin_part *p, size_t n)
+int cr_bin_spanned(cr_bin_request *r, cr_bin_part *p, size_t n, cr_error *err)
 {
+    if (p->sink)
+        return sink_advance(r, p, n, err);
     p->received += n;
     if (r->alloc.ready && r->req.buf_free[p->slot])
         r->alloc.ready(p->data, (size_t)p->received, (size_t)p->h.data_bytes);
+    return 0;
 }
+
+uint64_t cr_bin_device_bytes(const cr_bin_request *r) { return r ? r->device_bytes : 0; }
 
 /* ---- the request ------------------------------------------------------------------------------ */
 

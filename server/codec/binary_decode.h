@@ -19,6 +19,10 @@ typedef struct {
     void *(*alloc)(size_t bytes);
     void (*free)(void *p);
     void (*ready)(void *p, size_t ready, size_t total);
+    /* Optional: a backend whose sink_* (backend.h) receive big matrices straight to one of its
+     * first `devices` devices, never whole in host memory; the request's job then runs there. */
+    const cr_backend *sink;
+    int devices;
 } cr_host_allocator;
 
 typedef struct cr_bin_part cr_bin_part;
@@ -41,8 +45,11 @@ int cr_bin_feed(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, c
  * array: no copy), and how many are still due (*len); NULL while its header is incomplete, for a
  * part scattered as it arrives, or once it is complete: feed those bytes with cr_bin_feed. */
 void *cr_bin_span(const cr_bin_part *p, size_t *len);
-/* n bytes landed at cr_bin_span's address. */
-void cr_bin_spanned(cr_bin_request *r, cr_bin_part *p, size_t n);
+/* n bytes landed at cr_bin_span's address; -1 with err when they could not be passed on (a
+ * copy to the device failed: the part is lost, the request must fail). */
+int cr_bin_spanned(cr_bin_request *r, cr_bin_part *p, size_t n, cr_error *err);
+/* Bytes of the parts received straight to a device so far (cr_host_allocator.sink). */
+uint64_t cr_bin_device_bytes(const cr_bin_request *r);
 /* Every part complete and conforming: moves the arrays into out (a request the engine can run;
  * out's bufs are freed by cr_request_free with the allocator that made them). */
 int cr_bin_finish(cr_bin_request *r, cr_request *out, cr_error *err);

@@ -122,9 +122,10 @@ static cr_limits limits_of(const cr_config *cfg)
 
 static cr_host_allocator allocator_of(const cr_conn *c)
 {
-    const cr_backend *b = c->h->deps.engine ? cr_engine_backend(c->h->deps.engine) : NULL;
-    return (cr_host_allocator){b ? b->host_alloc : NULL, b ? b->host_free : NULL,
-                               b ? b->host_ready : NULL};
+    cr_engine *e = c->h->deps.engine;
+    const cr_backend *b = e ? cr_engine_backend(e) : NULL;
+    return (cr_host_allocator){b ? b->host_alloc : NULL, b ? b->host_free : NULL, b ? b->host_ready : NULL,
+                               b && b->sink_open ? b : NULL, e ? cr_engine_device_count(e) : 0};
 }
 
 /* ---- multipart: the post processor's iterator ------------------------------------------------ */
@@ -233,7 +234,9 @@ static int receive_part(cr_conn *c, cr_upload *u, cr_body_stream *s, bool delimi
             ssize_t got = cr_body_stream_read(s, dst, want);
             if (got <= 0)
                 return (int)got;
-            cr_bin_spanned(u->bin, u->part, (size_t)got);
+            cr_error err;
+            if (cr_bin_spanned(u->bin, u->part, (size_t)got, &err) != 0)
+                fail_later(u, &err); /* the rest of the body is read and dropped */
             c->len += (size_t)got;
             continue;
         }
@@ -513,6 +516,7 @@ int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err)
             return cr_fail(err, 400, "invalid_field", "body",
                            "the multipart/form-data body ends early (no closing boundary)");
     }
+    cr_metrics_upload_device_bytes(cr_bin_device_bytes(u->bin));
     int rc = cr_bin_finish(u->bin, out, err);
     cr_upload_free(c); /* the arrays now belong to out */
     return rc;

@@ -3,6 +3,7 @@ application/octet-stream, query-string parameters, Accept: application/x-npy ans
 refusal as a precise 4xx JSON error naming the part or parameter."""
 
 import io
+import re
 import struct
 
 import numpy as np
@@ -428,6 +429,91 @@ def test_big_gemm_every_part_over_the_prefetch_size(daemon):
             r = daemon.post(f"/v1/gemm?alpha=0.5&beta=2&kernel={kernel}",
                             files=parts(a=a, b=b, c=c_sent), headers=ACCEPT_NPY)
             assert_close(load(r), ref, 1500, "float32", what=f"kernel={kernel}")
+
+
+def device_bytes(daemon):
+    m = re.search(r"^crunchd_upload_device_bytes_total (\d+)$", daemon.metrics_text(), re.M)
+    assert m, "crunchd_upload_device_bytes_total not in /metrics"
+    return int(m.group(1))
+
+
+SUNK = BACKEND == "cuda"  # only cuda has a sink (backend.h, sink_*)
+
+
+def test_big_matrices_received_straight_to_the_device(daemon):
+    """On cuda, every matrix part of 8 MiB or more is received through a ring of staging slots
+    into device memory (kernels/cuda/device_sink.cu): the metric counts exactly those bytes, and
+    the answers are numpy's. What must stay on the host does: a Fortran-ordered c (scattered on
+    arrival), histogram data (its checks read it), compare mode's inputs, parts under 8 MiB."""
+    g = rng(35)
+    a = g.standard_normal((1536, 1600)).astype(np.float32)  # 9.8 MB
+    b = g.standard_normal((1600, 1408)).astype(np.float32)  # 9.0 MB
+    c = g.standard_normal((1536, 1408)).astype(np.float32)  # 8.6 MB
+    small = g.standard_normal((1600, 64)).astype(np.float32)
+    cases = [  # (query, parts, reference, bytes expected on the device)
+        ("", dict(a=a, b=b), gemm_ref(a, b), a.nbytes + b.nbytes),
+        ("?alpha=0.5&beta=2", dict(a=a, b=b, c=c), gemm_ref(a, b, c, 0.5, 2.0), a.nbytes + b.nbytes + c.nbytes),
+        ("?alpha=0.5&beta=2", dict(a=a, b=b, c=np.asfortranarray(c)), gemm_ref(a, b, c, 0.5, 2.0), a.nbytes + b.nbytes),
+        ("?trans_a=1", dict(a=np.asfortranarray(a.T), b=b), gemm_ref(a, b), a.nbytes + b.nbytes),
+        ("?kernel=" + ("dbuf" if SUNK else "auto"), dict(a=a, b=small), gemm_ref(a, small), a.nbytes),
+    ]
+    for query, arrays, ref, sunk in cases:
+        before = device_bytes(daemon)
+        r = daemon.post(f"/v1/gemm{query}", files=parts(**arrays), headers=ACCEPT_NPY)
+        assert_close(load(r), ref, 1600, "float32", what=query)
+        assert device_bytes(daemon) - before == (sunk if SUNK else 0), query
+    before = device_bytes(daemon)
+    r = daemon.post("/v1/ata", data=npy(a), headers={**NPY, **ACCEPT_NPY})
+    assert_close(load(r), a.astype(np.float64).T @ a.astype(np.float64), 1536, "float32", what="ata")
+    data = g.standard_normal(3 << 20).astype(np.float32)
+    r = daemon.post("/v1/histogram?bins=7", data=npy(data), headers=NPY)
+    assert r.status_code == 200 and sum(r.json()["result"]["counts"]) == data.size
+    assert device_bytes(daemon) - before == (a.nbytes if SUNK else 0)
+
+
+def test_big_half_gemm_received_straight_to_the_device(daemon):
+    g = rng(36)
+    a = g.standard_normal((2304, 2048)).astype(np.float16)  # 9.4 MB
+    b = g.standard_normal((2048, 2560)).astype(np.float16)  # 10.5 MB
+    before = device_bytes(daemon)
+    r = daemon.post("/v1/gemm", files=parts(a=a, b=b), headers=ACCEPT_NPY)
+    got = load(r)
+    assert got.dtype == np.float16
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+    assert np.max(np.abs(got.astype(np.float32) - ref)) <= 0.02 * np.max(np.abs(ref))
+    assert device_bytes(daemon) - before == ((a.nbytes + b.nbytes) if SUNK else 0)
+
+
+def test_big_upload_abandoned_mid_part_then_whole(daemon):
+    """A client that hangs up inside a part being received to the device: its sink (device
+    buffer, staging slots) goes, and the same upload whole is right afterwards."""
+    import socket
+    g = rng(37)
+    a = g.standard_normal((2048, 1536)).astype(np.float32)
+    body = npy(a)
+    for cut in (len(body) // 3, len(body) - 5):
+        s = socket.create_connection(("127.0.0.1", daemon.port), timeout=10)
+        s.sendall((f"POST /v1/ata HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-npy\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body[:cut])
+        s.close()
+    healthy(daemon)
+    r = daemon.post("/v1/ata", data=body, headers={**NPY, **ACCEPT_NPY})
+    assert_close(load(r), a.astype(np.float64).T @ a.astype(np.float64), 2048, "float32")
+
+
+@pytest.mark.skipif(BACKEND != "cuda", reason="only cuda receives to a device")
+def test_big_matrices_through_libmicrohttpd_reach_the_device_too(start_daemon):
+    """With --direct-min-kb 0 libmicrohttpd reads every body and hands it over in pieces of its
+    buffer: those go through the sink as well; with CRUNCHD_SINK_MIN_MB=0 nothing does."""
+    g = rng(38)
+    a = g.standard_normal((1536, 1600)).astype(np.float32)
+    b = g.standard_normal((1600, 1408)).astype(np.float32)
+    for env, sunk in (({}, a.nbytes + b.nbytes), ({"CRUNCHD_SINK_MIN_MB": "0"}, 0)):
+        d = start_daemon("--direct-min-kb", "0", env=env)
+        r = d.post("/v1/gemm", files=parts(a=a, b=b), headers=ACCEPT_NPY)
+        assert_close(load(r), gemm_ref(a, b), 1600, "float32", what=str(env))
+        assert device_bytes(d) == sunk, env
+        d.stop()
 
 
 @pytest.mark.skipif(BACKEND != "cuda", reason="compare mode on 1500-cubed is minutes on the CPU reference")

@@ -1,0 +1,284 @@
+/* Unit tests of binary uploads received through a backend's sink (server/codec/binary_decode.c
+ * with backend.h's sink_*): a fake backend whose "device" is host memory and whose ring has tiny
+ * slots, so that every way a body can be cut (fed bytes, bytes received in place, slot edges,
+ * part edges) crosses many of them; a sink that breaks at any byte fails the request with a 503
+ * and leaves nothing charged or held; what a sink must not take (histograms, compare mode, a
+ * scattered c, small parts) lands in host memory as before. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/check.h"
+#include "server/codec/binary_decode.h"
+#include "server/memory.h"
+
+#define SLOT 48
+#define SLOTS 3
+
+struct cr_sink {
+    size_t total, written, fill, copied;
+    int cur, device;
+    char ring[SLOTS][SLOT];
+    char *dev;
+    bool finished;
+};
+
+static int sinks_open, fail_commit_at = -1, commits;
+static size_t sink_min = 1;
+
+static cr_sink *fake_open(size_t total, int device, size_t *staging)
+{
+    if (total < sink_min)
+        return NULL;
+    cr_sink *s = calloc(1, sizeof *s);
+    s->dev = malloc(total);
+    s->total = total;
+    s->device = device;
+    *staging = sizeof s->ring;
+    sinks_open++;
+    return s;
+}
+
+static void *fake_space(cr_sink *s, size_t *len)
+{
+    size_t left = s->total - s->written, room = SLOT - s->fill;
+    if (!left)
+        return NULL;
+    *len = room < left ? room : left;
+    return s->ring[s->cur] + s->fill;
+}
+
+static int fake_commit(cr_sink *s, size_t n)
+{
+    if (commits++ == fail_commit_at)
+        return -1;
+    CHECK(n <= SLOT - s->fill && n <= s->total - s->written);
+    s->fill += n;
+    s->written += n;
+    if (s->fill == SLOT || s->written == s->total) { /* the "copy engine" drains the slot */
+        memcpy(s->dev + s->copied, s->ring[s->cur], s->fill);
+        memset(s->ring[s->cur], 0xEE, SLOT); /* a reused slot holds garbage until written */
+        s->copied += s->fill;
+        s->fill = 0;
+        s->cur = (s->cur + 1) % SLOTS;
+    }
+    return 0;
+}
+
+static int fake_finish(cr_sink *s, void **dev, int *device)
+{
+    if (s->copied != s->total)
+        return -1;
+    s->finished = true;
+    *dev = s->dev;
+    *device = s->device;
+    return 0;
+}
+
+static void fake_free(void *p)
+{
+    cr_sink *s = p;
+    free(s->dev);
+    free(s);
+    sinks_open--;
+}
+
+static const cr_backend fake = {.name = "fake", .sink_open = fake_open, .sink_space = fake_space,
+                                .sink_commit = fake_commit, .sink_finish = fake_finish, .sink_free = fake_free};
+
+/* ---- bodies ------------------------------------------------------------------------------------ */
+
+static size_t npy(uint8_t *out, const char *descr, int rows, int cols, bool fortran, const void *data, size_t bytes)
+{
+    char dict[160];
+    snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': %s, 'shape': (%d, %d), }", descr,
+             fortran ? "True" : "False", rows, cols);
+    size_t dl = strlen(dict), total = (10 + dl + 1 + 63) / 64 * 64, hlen = total - 10;
+    memcpy(out, "\x93NUMPY\x01\x00", 8);
+    out[8] = (uint8_t)hlen;
+    out[9] = (uint8_t)(hlen >> 8);
+    memcpy(out + 10, dict, dl);
+    memset(out + 10 + dl, ' ', hlen - dl - 1);
+    out[total - 1] = '\n';
+    memcpy(out + total, data, bytes);
+    return total + bytes;
+}
+
+static void fill(float *x, int n, int seed)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = (float)(seed * 1000 + i);
+}
+
+static cr_bin_request *new_request(cr_op op, const char *query_kernel, const cr_backend *b)
+{
+    cr_params p;
+    cr_error err;
+    cr_limits lim = cr_request_limits(NULL);
+    cr_params_init(&p, op);
+    if (query_kernel)
+        CHECK(cr_params_set(&p, "kernel", query_kernel, &lim, &err) == 0);
+    CHECK(cr_params_finish(&p, &err) == 0);
+    return cr_bin_new(&p, &lim, (cr_host_allocator){NULL, NULL, NULL, b, 2});
+}
+
+/* The part's bytes: fed in pieces of `step` (0: received in place wherever a span is offered,
+ * as the direct path does, fed otherwise). */
+static int send_part(cr_bin_request *r, const char *name, const uint8_t *bytes, size_t n, size_t step, cr_error *err)
+{
+    cr_bin_part *p = cr_bin_start(r, name, err);
+    if (!p)
+        return -1;
+    for (size_t at = 0; at < n;) {
+        size_t want = 0;
+        uint8_t *dst = step ? NULL : cr_bin_span(p, &want);
+        if (dst) {
+            size_t k = want < 7 ? want : 7; /* short reads, as a socket gives */
+            k = k < n - at ? k : n - at;
+            memcpy(dst, bytes + at, k);
+            if (cr_bin_spanned(r, p, k, err) != 0)
+                return -1;
+            at += k;
+            continue;
+        }
+        size_t k = step ? step : 5;
+        k = k < n - at ? k : n - at;
+        if (cr_bin_feed(r, p, (const char *)bytes + at, k, err) != 0)
+            return -1;
+        at += k;
+    }
+    return 0;
+}
+
+/* ---- tests ------------------------------------------------------------------------------------ */
+
+static void test_gemm_through_sinks(size_t step)
+{
+    enum { M = 9, K = 13, N = 11 };
+    float a[M * K], b[K * N];
+    uint8_t buf[4096];
+    cr_error err;
+    cr_request req;
+    fill(a, M * K, 1);
+    fill(b, K * N, 2);
+    cr_bin_request *r = new_request(CR_OP_GEMM, NULL, &fake);
+    size_t n = npy(buf, "<f4", M, K, false, a, sizeof a);
+    CHECK(send_part(r, "a", buf, n, step, &err) == 0);
+    n = npy(buf, "<f4", K, N, true, b, sizeof b); /* Fortran order: b's transpose, a flag */
+    CHECK(send_part(r, "b", buf, n, step, &err) == 0);
+    CHECK(cr_bin_device_bytes(r) == sizeof a + sizeof b);
+    CHECK(cr_mem_charged(CR_MEM_DECODE) == 0); /* the rings are given back as each part ends */
+    CHECK(cr_bin_finish(r, &req, &err) == 0);
+    cr_bin_free(r);
+    const cr_gemm_task *g = &req.task.u.gemm;
+    CHECK(g->m == M && g->k == K && g->n == N && !g->trans_a && g->trans_b);
+    CHECK(req.on_device && req.buf_on_device[CR_BUF_A] && req.buf_on_device[CR_BUF_B] && !req.buf_on_device[CR_BUF_C]);
+    CHECK(req.device == 0 || req.device == 1);
+    CHECK(g->a && memcmp(g->a, a, sizeof a) == 0);
+    CHECK(g->b && memcmp(g->b, b, sizeof b) == 0);
+    CHECK(sinks_open == 2);
+    cr_request_free(&req);
+    CHECK(sinks_open == 0);
+}
+
+static void test_every_byte_can_break_the_sink(void)
+{
+    float a[6 * 5], b[5 * 4];
+    uint8_t ba[1024], bb[1024];
+    fill(a, 30, 3);
+    fill(b, 20, 4);
+    size_t na = npy(ba, "<f4", 6, 5, false, a, sizeof a), nb = npy(bb, "<f4", 5, 4, false, b, sizeof b);
+    int broke = 0;
+    for (int at = 0; at < 80; at++) {
+        cr_error err = {0};
+        cr_request req;
+        commits = 0;
+        fail_commit_at = at;
+        cr_bin_request *r = new_request(CR_OP_GEMM, NULL, &fake);
+        int rc = send_part(r, "a", ba, na, 0, &err);
+        if (rc == 0)
+            rc = send_part(r, "b", bb, nb, 3, &err);
+        if (rc == 0)
+            rc = cr_bin_finish(r, &req, &err);
+        if (rc != 0) {
+            broke++;
+            CHECK_MSG(err.http == 503 && strcmp(err.code, "device_fault") == 0, "break at %d: %d %s", at,
+                      err.http, err.code);
+        } else {
+            cr_request_free(&req);
+        }
+        cr_bin_free(r);
+        CHECK_MSG(sinks_open == 0, "break at %d: %d sinks left open", at, sinks_open);
+        CHECK(cr_mem_charged(CR_MEM_DECODE) == 0);
+    }
+    fail_commit_at = -1;
+    CHECK(broke > 0 && broke < 80); /* a break past the last commit never happens */
+}
+
+/* Parts no sink takes land in host memory as before; the request still runs where its sunk
+ * parts are. */
+static void test_what_stays_on_the_host(void)
+{
+    float a[8 * 8], c[8 * 8];
+    uint8_t buf[2048], data[300];
+    cr_error err;
+    cr_request req;
+    fill(a, 64, 5);
+    fill(c, 64, 6);
+    memset(data, 7, sizeof data);
+
+    cr_bin_request *r = new_request(CR_OP_HISTOGRAM, NULL, &fake); /* its checks read the data */
+    CHECK(send_part(r, "data", buf, npy(buf, "|u1", 10, 30, false, data, sizeof data), 0, &err) == 0);
+    CHECK(cr_bin_device_bytes(r) == 0 && sinks_open == 0);
+    cr_bin_free(r);
+
+    r = new_request(CR_OP_GEMM, "all", &fake); /* compare mode */
+    CHECK(send_part(r, "a", buf, npy(buf, "<f4", 8, 8, false, a, sizeof a), 0, &err) == 0);
+    CHECK(cr_bin_device_bytes(r) == 0 && sinks_open == 0);
+    cr_bin_free(r);
+
+    r = new_request(CR_OP_GEMM, NULL, &fake); /* a Fortran-ordered c is scattered as it arrives */
+    CHECK(send_part(r, "a", buf, npy(buf, "<f4", 8, 8, false, a, sizeof a), 0, &err) == 0);
+    CHECK(send_part(r, "b", buf, npy(buf, "<f4", 8, 8, false, a, sizeof a), 0, &err) == 0);
+    CHECK(send_part(r, "c", buf, npy(buf, "<f4", 8, 8, true, c, sizeof c), 0, &err) == 0);
+    CHECK(cr_bin_finish(r, &req, &err) == 0);
+    cr_bin_free(r);
+    CHECK(req.on_device && req.buf_on_device[CR_BUF_A] && !req.buf_on_device[CR_BUF_C]);
+    CHECK(((const float *)req.task.u.gemm.c_in)[1] == c[8]); /* scattered into C order */
+    cr_request_free(&req);
+
+    sink_min = sizeof a + 1; /* too small for a sink: host memory, no device */
+    r = new_request(CR_OP_ATA, NULL, &fake);
+    CHECK(send_part(r, "a", buf, npy(buf, "<f4", 8, 8, false, a, sizeof a), 0, &err) == 0);
+    CHECK(cr_bin_finish(r, &req, &err) == 0);
+    cr_bin_free(r);
+    CHECK(!req.on_device && memcmp(req.task.u.ata.a, a, sizeof a) == 0);
+    cr_request_free(&req);
+    sink_min = 1;
+    CHECK(sinks_open == 0 && cr_mem_charged(CR_MEM_DECODE) == 0);
+}
+
+/* A body abandoned half-way: the open sink goes with the request. */
+static void test_abandoned(void)
+{
+    float a[10 * 10];
+    uint8_t buf[1024];
+    cr_error err;
+    fill(a, 100, 8);
+    cr_bin_request *r = new_request(CR_OP_ATA, NULL, &fake);
+    cr_bin_part *p = cr_bin_start(r, "a", &err);
+    size_t n = npy(buf, "<f4", 10, 10, false, a, sizeof a);
+    CHECK(cr_bin_feed(r, p, (const char *)buf, n / 2, &err) == 0);
+    CHECK(sinks_open == 1 && cr_mem_charged(CR_MEM_DECODE) == sizeof ((cr_sink *)0)->ring);
+    cr_bin_free(r);
+    CHECK(sinks_open == 0 && cr_mem_charged(CR_MEM_DECODE) == 0);
+}
+
+int main(void)
+{
+    for (size_t step = 0; step < 70; step += 3)
+        test_gemm_through_sinks(step);
+    test_every_byte_can_break_the_sink();
+    test_what_stays_on_the_host();
+    test_abandoned();
+    return check_summary("bin_sink");
+}
