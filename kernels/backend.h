@@ -191,11 +191,19 @@ struct cr_backend {
      * sink_commit: n bytes were written there; -1 once broken. sink_finish: every byte is on the
      * device (waits for the last copies): the buffer and its device; -1 when a copy failed or bytes
      * are missing. sink_free (any time, from any thread): releases the sink and its device buffer;
-     * a request slot holding the buffer releases it with its hold. */
+     * a request slot holding the buffer releases it with its hold.
+     * The other way, for a big result: sink_target gives an opened sink's device buffer (and its
+     * device) for a job to write its output into; once the job is done, sink_read hands the
+     * buffer's bytes out in order, each piece copied into a ring slot just before (the next
+     * pieces' copies already queued), so the answer is sent from cached memory and its copy
+     * overlaps the send: 1 with a piece (*p, *len, valid until the next call), 0 at the end, -1
+     * when a copy failed. */
     cr_sink *(*sink_open)(size_t total, int device, size_t *staging);
     void *(*sink_space)(cr_sink *s, size_t *len);
     int (*sink_commit)(cr_sink *s, size_t n);
     int (*sink_finish)(cr_sink *s, void **dev, int *device);
+    void *(*sink_target)(cr_sink *s, int *device);
+    int (*sink_read)(cr_sink *s, const void **p, size_t *len);
     void (*sink_free)(void *s);
 };
 

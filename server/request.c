@@ -167,7 +167,7 @@ int cr_request_charge_work(cr_request *r, uint64_t bytes, cr_error *err)
 void cr_request_end(cr_request *r)
 {
     cr_request_free_inputs(r);
-    if (!r->buf_borrowed[CR_BUF_OUTPUT])
+    if (!r->buf_borrowed[CR_BUF_OUTPUT] || r->out_stream)
         return;
     cr_task_set_output(&r->task, NULL);
     cr_request_free_buf(r, CR_BUF_OUTPUT);

@@ -55,6 +55,9 @@ typedef struct {
      * output and the worker copies the result back without staging. */
     void *(*out_alloc)(size_t bytes);
     void (*out_free)(void *p);
+    /* A big .npy result kept in device memory for the answer to send (server/http/answer.h,
+     * cr_answer_plan): the output slot borrows this sink's buffer, which the job's end keeps. */
+    cr_sink *out_stream;
     uint64_t body_bytes;                /* size of the request as received */
     uint64_t work_bytes;                /* the backend's working memory for the run, charged at
                                            submit (cr_request_charge_work), released with the inputs */

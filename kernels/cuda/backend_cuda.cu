@@ -159,5 +159,7 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_sink_space,
     cr_sink_commit,
     cr_sink_finish,
+    cr_sink_target,
+    cr_sink_read,
     cr_sink_free,
 };

@@ -7,7 +7,9 @@
  * each full slot is copied to its place in a device buffer on the sink's own stream, and the
  * receiver moves on to the next slot, waiting only if that slot's last copy has not finished
  * (the copy engine drains a 2 MiB slot in ~40 us, the socket fills one in ~300 us). The slots stay
- * in the CPU's caches; the operand never exists in host memory at all.
+ * in the CPU's caches; the operand never exists in host memory at all. A big result goes the
+ * other way (sink_target, sink_read): the job writes it into the sink's device buffer, and the
+ * answer is sent piece by piece from slots the copy engine fills a few pieces ahead.
  *
  * Tuning, read once: CRUNCHD_SINK_MIN_MB (default 8; 0 turns sinks off: inputs land in host
  * memory and prefetch.cu copies them early, as before), CRUNCHD_SINK_SLOT_KB (2048) and
@@ -31,9 +33,12 @@ struct cr_sink {
     char *ring;            /* slots * slot_bytes, pinned; given back once all of it is copied */
     size_t slot_bytes, fill;
     int slots, cur;
-    cudaEvent_t drained[MAX_SLOTS]; /* recorded after the copy out of each slot */
+    cudaEvent_t drained[MAX_SLOTS]; /* recorded after the copy out of (or into) each slot */
     bool pending[MAX_SLOTS];
     bool broken;
+    /* reading a result out: bytes handed out and done with, bytes whose copy is queued, and the
+     * piece handed out last (its slot is not refilled before the next read) */
+    size_t handed, fetched, held;
 };
 
 static long env_long(const char *name, long fallback, long lo, long hi)
@@ -163,6 +168,47 @@ int cr_sink_finish(cr_sink *s, void **dev, int *device)
     *dev = s->dev;
     *device = s->device;
     return 0;
+}
+
+void *cr_sink_target(cr_sink *s, int *device)
+{
+    *device = s->device;
+    return s->dev;
+}
+
+/* Queues the copies of the pieces that fit the ring: a slot is refilled only once the piece it
+ * held was handed out and given back (the next read). */
+static cudaError_t fetch_ahead(cr_sink *s, cr_cuda_err *e)
+{
+    CR_CHECK(e, cudaSetDevice(s->device));
+    while (s->fetched < s->total && s->fetched < s->handed + (size_t)s->slots * s->slot_bytes) {
+        int k = (int)(s->fetched / s->slot_bytes % (size_t)s->slots);
+        size_t n = s->total - s->fetched < s->slot_bytes ? s->total - s->fetched : s->slot_bytes;
+        CR_CHECK(e, cudaMemcpyAsync(slot(s, k), s->dev + s->fetched, n, cudaMemcpyDeviceToHost, s->stream));
+        CR_CHECK(e, cudaEventRecord(s->drained[k], s->stream));
+        s->fetched += n;
+    }
+cleanup:
+    return e->code;
+}
+
+int cr_sink_read(cr_sink *s, const void **p, size_t *len)
+{
+    cr_cuda_err e = {};
+    s->handed += s->held;
+    s->held = 0;
+    if (s->broken || !s->ring)
+        return -1;
+    if (s->handed >= s->total)
+        return 0;
+    int k = (int)(s->handed / s->slot_bytes % (size_t)s->slots);
+    if (fetch_ahead(s, &e) != cudaSuccess || cudaEventSynchronize(s->drained[k]) != cudaSuccess) {
+        s->broken = true;
+        return -1;
+    }
+    *p = slot(s, k);
+    *len = s->held = s->total - s->handed < s->slot_bytes ? s->total - s->handed : s->slot_bytes;
+    return 1;
 }
 
 void cr_sink_free(void *p)

@@ -11,7 +11,9 @@
 #include "server/codec/npy.h"
 #include "server/codec/numfmt.h"
 #include "server/http/answer_coding.h"
+#include "server/http/direct_io.h"
 #include "server/http/respond.h"
+#include "server/memory.h"
 
 #define EDGES_HEADER_MAX 4096
 
@@ -116,6 +118,47 @@ static void add_headers(cr_conn *c, struct MHD_Response *r, const cr_job *j)
     }
 }
 
+typedef struct {
+    const cr_backend *b;
+    cr_sink *s;
+    size_t staging;
+} out_stream;
+
+static void out_stream_free(void *p)
+{
+    out_stream *o = p;
+    o->b->sink_free(o->s);
+    cr_mem_release(CR_MEM_DECODE, o->staging);
+    free(o);
+}
+
+int cr_answer_plan(cr_conn *c, cr_request *r, cr_error *err)
+{
+    const cr_backend *b = c->h->deps.engine ? cr_engine_backend(c->h->deps.engine) : NULL;
+    size_t bytes = cr_task_output_bytes(&r->task);
+    if (!c->direct || !b || !b->sink_read || !r->on_device || r->task.op == CR_OP_HISTOGRAM ||
+        r->result_shm.on || r->buf_bytes[CR_BUF_OUTPUT] || !wants_npy(c))
+        return 0;
+    out_stream *o = calloc(1, sizeof *o);
+    if (!o)
+        return 0;
+    o->b = b;
+    if (!(o->s = b->sink_open(bytes, r->device, &o->staging))) { /* small, or no room: as always */
+        free(o);
+        return 0;
+    }
+    if (cr_mem_charge(CR_MEM_DECODE, o->staging, "the answer's staging", err) < 0) {
+        b->sink_free(o->s);
+        free(o);
+        return -1;
+    }
+    int device;
+    void *dev = b->sink_target(o->s, &device);
+    cr_request_adopt_buf(r, CR_BUF_OUTPUT, dev, bytes, out_stream_free, o);
+    r->out_stream = o->s;
+    return cr_request_mark_device(r, CR_BUF_OUTPUT, device, err);
+}
+
 static enum MHD_Result send_npy(cr_conn *c, cr_job *j)
 {
     int64_t shape[2];
@@ -130,6 +173,14 @@ static enum MHD_Result send_npy(cr_conn *c, cr_job *j)
     if (!b->header_len || (!b->data && b->data_len)) {
         free(b);
         return cr_refuse(c, 500, "internal", "", "cannot encode this result as .npy");
+    }
+    if (j->req.out_stream && !c->direct) { /* cr_answer_plan keeps results on a device for it only */
+        free(b);
+        return cr_refuse(c, 500, "internal", "", "a result left on the device reached another transport");
+    }
+    if (j->req.out_stream) {
+        cr_direct_stream_last(c->direct, cr_engine_backend(c->h->deps.engine)->sink_read, j->req.out_stream);
+        cr_metrics_device_stream(true, (uint64_t)b->data_len);
     }
     cr_job_ref(j);
     b->job = j;

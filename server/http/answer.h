@@ -14,4 +14,11 @@
  * the client accepts, with Server-Timing and job headers. */
 enum MHD_Result cr_send_job(cr_conn *c, cr_job *j);
 
+/* Before a sync job is queued: a big .npy result of a job that runs where its inputs already are
+ * (received straight to a device, server/codec/binary_decode.h) stays on that device, and the
+ * direct path sends it from there piece by piece (backend.h, sink_read): the worker copies
+ * nothing back, and the copy overlaps the send from cached memory. Nothing changes for any other
+ * request. -1 with err when the memory budget refuses the staging. */
+int cr_answer_plan(cr_conn *c, cr_request *r, cr_error *err);
+
 #endif

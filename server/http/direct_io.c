@@ -40,6 +40,12 @@ void cr_direct_keep_body(cr_direct *d, const cr_span *spans, int n)
             d->spans[d->nspans++] = spans[i];
 }
 
+void cr_direct_stream_last(cr_direct *d, int (*read)(cr_sink *s, const void **p, size_t *len), cr_sink *s)
+{
+    d->stream_read = read;
+    d->stream = s;
+}
+
 typedef struct {
     char *text;
     size_t len;
@@ -109,6 +115,21 @@ int cr_direct_set_blocking(int fd, bool blocking)
            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &slice, sizeof slice);
 }
 
+/* The last span from a device, each piece as the backend hands it out. A failure after the head
+ * went out can only close the connection: the client sees a body shorter than announced. */
+static int send_stream(cr_direct *d, int timeout_s)
+{
+    const void *p;
+    size_t n;
+    int rc;
+    while ((rc = d->stream_read(d->stream, &p, &n)) == 1) {
+        struct iovec iov = {(void *)p, n};
+        if (cr_direct_send(d, &iov, 1, timeout_s) != 0)
+            return -1;
+    }
+    return rc;
+}
+
 static int write_answer(cr_conn *c, int status, struct MHD_Response *r)
 {
     cr_direct *d = c->direct;
@@ -135,10 +156,12 @@ static int write_answer(cr_conn *c, int status, struct MHD_Response *r)
     head_add(&a, NULL, NULL);
     if (a.overflow)
         return -1;
+    int timeout_s = c->h->deps.cfg->conn_timeout_s, in_memory = d->nspans - (d->stream && d->nspans ? 1 : 0);
     struct iovec iov[3] = {{text, a.len}};
-    for (int i = 0; i < d->nspans; i++)
+    for (int i = 0; i < in_memory; i++)
         iov[i + 1] = (struct iovec){(void *)d->spans[i].p, d->spans[i].n};
-    return cr_direct_send(d, iov, 1 + d->nspans, c->h->deps.cfg->conn_timeout_s);
+    int rc = cr_direct_send(d, iov, 1 + in_memory, timeout_s);
+    return rc || in_memory == d->nspans ? rc : send_stream(d, timeout_s);
 }
 
 enum MHD_Result cr_direct_queue(cr_conn *c, int status, struct MHD_Response *r)

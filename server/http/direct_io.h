@@ -29,6 +29,10 @@ typedef struct cr_direct {
     int pending_status;
     cr_span spans[2];
     int nspans;
+    /* The last span lies in device memory (a big .npy result kept there, answer.c): sent piece by
+     * piece as stream_read hands it out (backend.h, sink_read). */
+    int (*stream_read)(cr_sink *s, const void **p, size_t *len);
+    cr_sink *stream;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool woken;
@@ -39,6 +43,8 @@ const char *cr_direct_header(const cr_direct *d, const char *name);
 int cr_direct_args(const cr_direct *d, MHD_KeyValueIterator it, void *cls);
 /* The answer's body (up to 2 spans), valid until its response is destroyed. */
 void cr_direct_keep_body(cr_direct *d, const cr_span *spans, int n);
+/* The kept body's last span is on a device: read gives its bytes in pieces (see above). */
+void cr_direct_stream_last(cr_direct *d, int (*read)(cr_sink *s, const void **p, size_t *len), cr_sink *s);
 /* Writes the answer (or keeps it until the body has been read); takes r. */
 enum MHD_Result cr_direct_queue(cr_conn *c, int status, struct MHD_Response *r);
 /* Blocking with a timeout of one slice each way, or (false) back to non-blocking. */

@@ -516,7 +516,7 @@ int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err)
             return cr_fail(err, 400, "invalid_field", "body",
                            "the multipart/form-data body ends early (no closing boundary)");
     }
-    cr_metrics_upload_device_bytes(cr_bin_device_bytes(u->bin));
+    cr_metrics_device_stream(false, cr_bin_device_bytes(u->bin));
     int rc = cr_bin_finish(u->bin, out, err);
     cr_upload_free(c); /* the arrays now belong to out */
     return rc;

@@ -226,6 +226,10 @@ static cr_job *job_from_body(cr_conn *c, cr_op op, bool async, cr_error *err)
     cr_request req;
     if (c->upload ? cr_upload_request(c, &req, err) < 0 : json_request(c, op, &req, err) < 0)
         return NULL;
+    if (!async && cr_answer_plan(c, &req, err) < 0) {
+        cr_request_free(&req);
+        return NULL;
+    }
     req.body_bytes = c->len;
     cr_job *j = cr_job_new(&req, async);
     if (!j) {

@@ -48,7 +48,7 @@ static struct {
     _Atomic uint64_t bytes_in;
     _Atomic uint64_t slow_closed;
     _Atomic uint64_t direct[2]; /* TCP, Unix socket */
-    _Atomic uint64_t upload_device_bytes;
+    _Atomic uint64_t device_stream[2]; /* in, out */
     pthread_mutex_t mu; /* guards durations and flops */
     histogram durations[CR_OP_COUNT][N_PHASES];
     double flops[CR_OP_COUNT];
@@ -64,7 +64,8 @@ void cr_metrics_reset(void)
     atomic_store(&m.slow_closed, 0);
     atomic_store(&m.direct[0], 0);
     atomic_store(&m.direct[1], 0);
-    atomic_store(&m.upload_device_bytes, 0);
+    atomic_store(&m.device_stream[0], 0);
+    atomic_store(&m.device_stream[1], 0);
     for (int d = 0; d < CR_METRICS_MAX_DEVICES; d++) {
         for (size_t i = 0; i <= N_BATCH_BOUNDS; i++)
             atomic_store(&m.batch[d][i], 0);
@@ -106,10 +107,10 @@ void cr_metrics_request(cr_route_label route, int http_status, double seconds)
 void cr_metrics_bytes_in(uint64_t n) { atomic_fetch_add_explicit(&m.bytes_in, n, memory_order_relaxed); }
 
 void cr_metrics_slow_closed(uint64_t n) { atomic_fetch_add_explicit(&m.slow_closed, n, memory_order_relaxed); }
-void cr_metrics_upload_device_bytes(uint64_t bytes)
+void cr_metrics_device_stream(bool out, uint64_t bytes)
 {
     if (bytes)
-        atomic_fetch_add_explicit(&m.upload_device_bytes, bytes, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m.device_stream[out], bytes, memory_order_relaxed);
 }
 
 void cr_metrics_direct(bool unix_socket)
@@ -426,10 +427,12 @@ char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len)
         "crunchd_direct_requests_total{transport=\"tcp\"} %llu\n"
         "crunchd_direct_requests_total{transport=\"unix\"} %llu\n",
         (unsigned long long)atomic_load(&m.direct[0]), (unsigned long long)atomic_load(&m.direct[1]));
-    put_count(&t, "crunchd_upload_device_bytes_total", "counter",
-              "Bytes of uploaded matrices received straight into device memory through a small ring of "
-              "cached staging slots, never whole in host memory (cuda; CRUNCHD_SINK_MIN_MB).",
-              atomic_load(&m.upload_device_bytes));
+    put(&t, "# HELP crunchd_device_stream_bytes_total Bytes moved between a socket and device memory through a "
+        "small ring of cached staging slots, never whole in host memory (cuda; CRUNCHD_SINK_MIN_MB): uploaded "
+        "matrices (in) and .npy results (out).\n# TYPE crunchd_device_stream_bytes_total counter\n"
+        "crunchd_device_stream_bytes_total{direction=\"in\"} %llu\n"
+        "crunchd_device_stream_bytes_total{direction=\"out\"} %llu\n",
+        (unsigned long long)atomic_load(&m.device_stream[0]), (unsigned long long)atomic_load(&m.device_stream[1]));
     put_count(&t, "crunchd_host_jobs_total", "counter",
               "Jobs small enough to run on the HTTP thread that decoded them, on no device (--host-max-flops).",
               g->host_jobs);

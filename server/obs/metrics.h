@@ -45,8 +45,9 @@ void cr_metrics_bytes_in(uint64_t n);
 void cr_metrics_slow_closed(uint64_t n);
 /* A request served on the direct path (server/http/direct.h), over TCP or the Unix socket. */
 void cr_metrics_direct(bool unix_socket);
-/* Bytes of uploaded matrices received straight into device memory (backend.h, sink_*). */
-void cr_metrics_upload_device_bytes(uint64_t bytes);
+/* Bytes moved between a socket and device memory through the backend's staging ring (backend.h,
+ * sink_*), never whole in host memory: uploaded matrices (in) and .npy results (out). */
+void cr_metrics_device_stream(bool out, uint64_t bytes);
 /* A launch of n jobs on device `device` (1: a job alone). */
 void cr_metrics_batch(int device, int n);
 /* The exposition text, malloc'd; NULL on ENOMEM. */

@@ -431,9 +431,9 @@ def test_big_gemm_every_part_over_the_prefetch_size(daemon):
             assert_close(load(r), ref, 1500, "float32", what=f"kernel={kernel}")
 
 
-def device_bytes(daemon):
-    m = re.search(r"^crunchd_upload_device_bytes_total (\d+)$", daemon.metrics_text(), re.M)
-    assert m, "crunchd_upload_device_bytes_total not in /metrics"
+def device_bytes(daemon, direction="in"):
+    m = re.search(rf'^crunchd_device_stream_bytes_total{{direction="{direction}"}} (\d+)$', daemon.metrics_text(), re.M)
+    assert m, "crunchd_device_stream_bytes_total not in /metrics"
     return int(m.group(1))
 
 
@@ -458,26 +458,52 @@ def test_big_matrices_received_straight_to_the_device(daemon):
         ("?kernel=" + ("dbuf" if SUNK else "auto"), dict(a=a, b=small), gemm_ref(a, small), a.nbytes),
     ]
     for query, arrays, ref, sunk in cases:
-        before = device_bytes(daemon)
+        before, out = device_bytes(daemon), device_bytes(daemon, "out")
         r = daemon.post(f"/v1/gemm{query}", files=parts(**arrays), headers=ACCEPT_NPY)
         assert_close(load(r), ref, 1600, "float32", what=query)
         assert device_bytes(daemon) - before == (sunk if SUNK else 0), query
-    before = device_bytes(daemon)
+        # a result of 8 MiB or more, of a job on the device its inputs went to, is sent from there
+        streamed = ref.nbytes if SUNK and ref.nbytes >= 8 << 20 else 0
+        assert device_bytes(daemon, "out") - out == streamed, query
+    before, out = device_bytes(daemon), device_bytes(daemon, "out")
     r = daemon.post("/v1/ata", data=npy(a), headers={**NPY, **ACCEPT_NPY})
     assert_close(load(r), a.astype(np.float64).T @ a.astype(np.float64), 1536, "float32", what="ata")
     data = g.standard_normal(3 << 20).astype(np.float32)
     r = daemon.post("/v1/histogram?bins=7", data=npy(data), headers=NPY)
     assert r.status_code == 200 and sum(r.json()["result"]["counts"]) == data.size
     assert device_bytes(daemon) - before == (a.nbytes if SUNK else 0)
+    assert device_bytes(daemon, "out") - out == (1600 * 1600 * 4 if SUNK else 0)
+
+
+def test_big_results_left_on_the_device_only_for_npy_answers(daemon):
+    """A JSON answer, and an async job's result (fetched later, in either form), come from host
+    memory: only a sync .npy answer is sent from the device."""
+    g = rng(39)
+    a = g.standard_normal((1536, 1600)).astype(np.float32)
+    b = g.standard_normal((1600, 1408)).astype(np.float32)
+    ref = gemm_ref(a, b)
+    out = device_bytes(daemon, "out")
+    r = daemon.post("/v1/gemm", files=parts(a=a, b=b))
+    assert r.status_code == 200, r.text[:300]
+    got = np.asarray(r.json()["result"]["data"], np.float32).reshape(ref.shape)
+    assert_close(got, ref, 1600, "float32", what="json")
+    r = daemon.post("/v1/jobs?op=gemm", files=parts(a=a, b=b), headers=ACCEPT_NPY)
+    assert r.status_code == 202, r.text[:300]
+    job = r.json()["id"]
+    daemon.wait_job(job)
+    r = daemon.get(f"/v1/jobs/{job}/result", headers=ACCEPT_NPY)
+    assert_close(load(r), ref, 1600, "float32", what="async")
+    assert device_bytes(daemon, "out") == out
 
 
 def test_big_half_gemm_received_straight_to_the_device(daemon):
     g = rng(36)
     a = g.standard_normal((2304, 2048)).astype(np.float16)  # 9.4 MB
     b = g.standard_normal((2048, 2560)).astype(np.float16)  # 10.5 MB
-    before = device_bytes(daemon)
+    before, out = device_bytes(daemon), device_bytes(daemon, "out")
     r = daemon.post("/v1/gemm", files=parts(a=a, b=b), headers=ACCEPT_NPY)
     got = load(r)
+    assert device_bytes(daemon, "out") - out == (got.nbytes if SUNK else 0)
     assert got.dtype == np.float16
     ref = a.astype(np.float32) @ b.astype(np.float32)
     assert np.max(np.abs(got.astype(np.float32) - ref)) <= 0.02 * np.max(np.abs(ref))
@@ -501,6 +527,26 @@ def test_big_upload_abandoned_mid_part_then_whole(daemon):
     assert_close(load(r), a.astype(np.float64).T @ a.astype(np.float64), 2048, "float32")
 
 
+def test_client_gone_while_a_big_result_is_sent(daemon):
+    """A client that reads the head of a 16 MiB .npy answer and hangs up: the rest of the send
+    fails, the connection closes, and the result (on cuda, left on the device and sent from a
+    staging ring) is freed with its job; the next request is answered whole."""
+    import socket
+    g = rng(40)
+    a = g.standard_normal((2048, 1536)).astype(np.float32)
+    body = npy(a)
+    head = (f"POST /v1/ata HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-npy\r\n"
+            f"Accept: application/x-npy\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    for _ in range(2):
+        s = socket.create_connection(("127.0.0.1", daemon.port), timeout=60)
+        s.sendall(head + body)
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        s.close()
+    healthy(daemon)
+    r = daemon.post("/v1/ata", data=body, headers={**NPY, **ACCEPT_NPY})
+    assert_close(load(r), a.astype(np.float64).T @ a.astype(np.float64), 2048, "float32")
+
+
 @pytest.mark.skipif(BACKEND != "cuda", reason="only cuda receives to a device")
 def test_big_matrices_through_libmicrohttpd_reach_the_device_too(start_daemon):
     """With --direct-min-kb 0 libmicrohttpd reads every body and hands it over in pieces of its
@@ -513,6 +559,7 @@ def test_big_matrices_through_libmicrohttpd_reach_the_device_too(start_daemon):
         r = d.post("/v1/gemm", files=parts(a=a, b=b), headers=ACCEPT_NPY)
         assert_close(load(r), gemm_ref(a, b), 1600, "float32", what=str(env))
         assert device_bytes(d) == sunk, env
+        assert device_bytes(d, "out") == 0, env  # libmicrohttpd sends from host memory
         d.stop()
 
 
