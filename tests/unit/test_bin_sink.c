@@ -1,89 +1,15 @@
 /* Unit tests of binary uploads received through a backend's sink (server/codec/binary_decode.c
- * with backend.h's sink_*): a fake backend whose "device" is host memory and whose ring has tiny
- * slots, so that every way a body can be cut (fed bytes, bytes received in place, slot edges,
- * part edges) crosses many of them; a sink that breaks at any byte fails the request with a 503
- * and leaves nothing charged or held; what a sink must not take (histograms, compare mode, a
- * scattered c, small parts) lands in host memory as before. */
+ * with backend.h's sink_*), on tests/unit/fake_sink.h: every way a body can be cut (fed bytes,
+ * bytes received in place, slot edges, part edges) crosses many slots; a sink that breaks at any
+ * byte fails the request with a 503 and leaves nothing charged or held; what a sink must not take
+ * (histograms, compare mode, a scattered c, small parts) lands in host memory as before. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/unit/check.h"
 #include "server/codec/binary_decode.h"
 #include "server/memory.h"
-
-#define SLOT 48
-#define SLOTS 3
-
-struct cr_sink {
-    size_t total, written, fill, copied;
-    int cur, device;
-    char ring[SLOTS][SLOT];
-    char *dev;
-    bool finished;
-};
-
-static int sinks_open, fail_commit_at = -1, commits;
-static size_t sink_min = 1;
-
-static cr_sink *fake_open(size_t total, int device, size_t *staging)
-{
-    if (total < sink_min)
-        return NULL;
-    cr_sink *s = calloc(1, sizeof *s);
-    s->dev = malloc(total);
-    s->total = total;
-    s->device = device;
-    *staging = sizeof s->ring;
-    sinks_open++;
-    return s;
-}
-
-static void *fake_space(cr_sink *s, size_t *len)
-{
-    size_t left = s->total - s->written, room = SLOT - s->fill;
-    if (!left)
-        return NULL;
-    *len = room < left ? room : left;
-    return s->ring[s->cur] + s->fill;
-}
-
-static int fake_commit(cr_sink *s, size_t n)
-{
-    if (commits++ == fail_commit_at)
-        return -1;
-    CHECK(n <= SLOT - s->fill && n <= s->total - s->written);
-    s->fill += n;
-    s->written += n;
-    if (s->fill == SLOT || s->written == s->total) { /* the "copy engine" drains the slot */
-        memcpy(s->dev + s->copied, s->ring[s->cur], s->fill);
-        memset(s->ring[s->cur], 0xEE, SLOT); /* a reused slot holds garbage until written */
-        s->copied += s->fill;
-        s->fill = 0;
-        s->cur = (s->cur + 1) % SLOTS;
-    }
-    return 0;
-}
-
-static int fake_finish(cr_sink *s, void **dev, int *device)
-{
-    if (s->copied != s->total)
-        return -1;
-    s->finished = true;
-    *dev = s->dev;
-    *device = s->device;
-    return 0;
-}
-
-static void fake_free(void *p)
-{
-    cr_sink *s = p;
-    free(s->dev);
-    free(s);
-    sinks_open--;
-}
-
-static const cr_backend fake = {.name = "fake", .sink_open = fake_open, .sink_space = fake_space,
-                                .sink_commit = fake_commit, .sink_finish = fake_finish, .sink_free = fake_free};
+#include "tests/unit/fake_sink.h"
 
 /* ---- bodies ------------------------------------------------------------------------------------ */
 
@@ -160,7 +86,7 @@ static void test_gemm_through_sinks(size_t step)
     cr_request req;
     fill(a, M * K, 1);
     fill(b, K * N, 2);
-    cr_bin_request *r = new_request(CR_OP_GEMM, NULL, &fake);
+    cr_bin_request *r = new_request(CR_OP_GEMM, NULL, &fake_sink_backend);
     size_t n = npy(buf, "<f4", M, K, false, a, sizeof a);
     CHECK(send_part(r, "a", buf, n, step, &err) == 0);
     n = npy(buf, "<f4", K, N, true, b, sizeof b); /* Fortran order: b's transpose, a flag */
@@ -175,9 +101,9 @@ static void test_gemm_through_sinks(size_t step)
     CHECK(req.device == 0 || req.device == 1);
     CHECK(g->a && memcmp(g->a, a, sizeof a) == 0);
     CHECK(g->b && memcmp(g->b, b, sizeof b) == 0);
-    CHECK(sinks_open == 2);
+    CHECK(fake_sinks_open == 2);
     cr_request_free(&req);
-    CHECK(sinks_open == 0);
+    CHECK(fake_sinks_open == 0);
 }
 
 static void test_every_byte_can_break_the_sink(void)
@@ -191,9 +117,9 @@ static void test_every_byte_can_break_the_sink(void)
     for (int at = 0; at < 80; at++) {
         cr_error err = {0};
         cr_request req;
-        commits = 0;
-        fail_commit_at = at;
-        cr_bin_request *r = new_request(CR_OP_GEMM, NULL, &fake);
+        fake_commits = 0;
+        fake_fail_commit_at = at;
+        cr_bin_request *r = new_request(CR_OP_GEMM, NULL, &fake_sink_backend);
         int rc = send_part(r, "a", ba, na, 0, &err);
         if (rc == 0)
             rc = send_part(r, "b", bb, nb, 3, &err);
@@ -207,10 +133,10 @@ static void test_every_byte_can_break_the_sink(void)
             cr_request_free(&req);
         }
         cr_bin_free(r);
-        CHECK_MSG(sinks_open == 0, "break at %d: %d sinks left open", at, sinks_open);
+        CHECK_MSG(fake_sinks_open == 0, "break at %d: %d sinks left open", at, fake_sinks_open);
         CHECK(cr_mem_charged(CR_MEM_DECODE) == 0);
     }
-    fail_commit_at = -1;
+    fake_fail_commit_at = -1;
     CHECK(broke > 0 && broke < 80); /* a break past the last commit never happens */
 }
 
@@ -226,17 +152,17 @@ static void test_what_stays_on_the_host(void)
     fill(c, 64, 6);
     memset(data, 7, sizeof data);
 
-    cr_bin_request *r = new_request(CR_OP_HISTOGRAM, NULL, &fake); /* its checks read the data */
+    cr_bin_request *r = new_request(CR_OP_HISTOGRAM, NULL, &fake_sink_backend); /* its checks read the data */
     CHECK(send_part(r, "data", buf, npy(buf, "|u1", 10, 30, false, data, sizeof data), 0, &err) == 0);
-    CHECK(cr_bin_device_bytes(r) == 0 && sinks_open == 0);
+    CHECK(cr_bin_device_bytes(r) == 0 && fake_sinks_open == 0);
     cr_bin_free(r);
 
-    r = new_request(CR_OP_GEMM, "all", &fake); /* compare mode */
+    r = new_request(CR_OP_GEMM, "all", &fake_sink_backend); /* compare mode */
     CHECK(send_part(r, "a", buf, npy(buf, "<f4", 8, 8, false, a, sizeof a), 0, &err) == 0);
-    CHECK(cr_bin_device_bytes(r) == 0 && sinks_open == 0);
+    CHECK(cr_bin_device_bytes(r) == 0 && fake_sinks_open == 0);
     cr_bin_free(r);
 
-    r = new_request(CR_OP_GEMM, NULL, &fake); /* a Fortran-ordered c is scattered as it arrives */
+    r = new_request(CR_OP_GEMM, NULL, &fake_sink_backend); /* a Fortran-ordered c is scattered as it arrives */
     CHECK(send_part(r, "a", buf, npy(buf, "<f4", 8, 8, false, a, sizeof a), 0, &err) == 0);
     CHECK(send_part(r, "b", buf, npy(buf, "<f4", 8, 8, false, a, sizeof a), 0, &err) == 0);
     CHECK(send_part(r, "c", buf, npy(buf, "<f4", 8, 8, true, c, sizeof c), 0, &err) == 0);
@@ -246,15 +172,15 @@ static void test_what_stays_on_the_host(void)
     CHECK(((const float *)req.task.u.gemm.c_in)[1] == c[8]); /* scattered into C order */
     cr_request_free(&req);
 
-    sink_min = sizeof a + 1; /* too small for a sink: host memory, no device */
-    r = new_request(CR_OP_ATA, NULL, &fake);
+    fake_sink_min = sizeof a + 1; /* too small for a sink: host memory, no device */
+    r = new_request(CR_OP_ATA, NULL, &fake_sink_backend);
     CHECK(send_part(r, "a", buf, npy(buf, "<f4", 8, 8, false, a, sizeof a), 0, &err) == 0);
     CHECK(cr_bin_finish(r, &req, &err) == 0);
     cr_bin_free(r);
     CHECK(!req.on_device && memcmp(req.task.u.ata.a, a, sizeof a) == 0);
     cr_request_free(&req);
-    sink_min = 1;
-    CHECK(sinks_open == 0 && cr_mem_charged(CR_MEM_DECODE) == 0);
+    fake_sink_min = 1;
+    CHECK(fake_sinks_open == 0 && cr_mem_charged(CR_MEM_DECODE) == 0);
 }
 
 /* A body abandoned half-way: the open sink goes with the request. */
@@ -264,13 +190,13 @@ static void test_abandoned(void)
     uint8_t buf[1024];
     cr_error err;
     fill(a, 100, 8);
-    cr_bin_request *r = new_request(CR_OP_ATA, NULL, &fake);
+    cr_bin_request *r = new_request(CR_OP_ATA, NULL, &fake_sink_backend);
     cr_bin_part *p = cr_bin_start(r, "a", &err);
     size_t n = npy(buf, "<f4", 10, 10, false, a, sizeof a);
     CHECK(cr_bin_feed(r, p, (const char *)buf, n / 2, &err) == 0);
-    CHECK(sinks_open == 1 && cr_mem_charged(CR_MEM_DECODE) == sizeof ((cr_sink *)0)->ring);
+    CHECK(fake_sinks_open == 1 && cr_mem_charged(CR_MEM_DECODE) == sizeof ((cr_sink *)0)->ring);
     cr_bin_free(r);
-    CHECK(sinks_open == 0 && cr_mem_charged(CR_MEM_DECODE) == 0);
+    CHECK(fake_sinks_open == 0 && cr_mem_charged(CR_MEM_DECODE) == 0);
 }
 
 int main(void)
@@ -280,5 +206,6 @@ int main(void)
     test_every_byte_can_break_the_sink();
     test_what_stays_on_the_host();
     test_abandoned();
+    CHECK(!fake_sink_misused);
     return check_summary("bin_sink");
 }
