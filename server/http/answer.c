@@ -26,7 +26,14 @@ typedef struct {
     size_t header_len;
     const char *data;
     uint64_t data_len;
+    /* data on a device (cr_answer_plan), read out by the backend: the piece being sent */
+    int (*read)(cr_sink *s, const void **p, size_t *len);
+    const char *piece;
+    size_t piece_left;
 } npy_body;
+
+/* libmicrohttpd's buffer for a result read from a device: its reader copies each piece there. */
+#define STREAM_BLOCK (256 * 1024)
 
 static bool wants_npy(cr_conn *c)
 {
@@ -136,8 +143,8 @@ int cr_answer_plan(cr_conn *c, cr_request *r, cr_error *err)
 {
     const cr_backend *b = c->h->deps.engine ? cr_engine_backend(c->h->deps.engine) : NULL;
     size_t bytes = cr_task_output_bytes(&r->task);
-    if (!c->direct || !b || !b->sink_read || !r->on_device || r->task.op == CR_OP_HISTOGRAM ||
-        r->result_shm.on || r->buf_bytes[CR_BUF_OUTPUT] || !wants_npy(c))
+    if (!b || !b->sink_read || !r->on_device || r->task.op == CR_OP_HISTOGRAM || r->result_shm.on ||
+        r->buf_bytes[CR_BUF_OUTPUT] || !wants_npy(c))
         return 0;
     out_stream *o = calloc(1, sizeof *o);
     if (!o)
@@ -159,6 +166,51 @@ int cr_answer_plan(cr_conn *c, cr_request *r, cr_error *err)
     return cr_request_mark_device(r, CR_BUF_OUTPUT, device, err);
 }
 
+/* libmicrohttpd's reader of a result left on the device: the .npy header, then the pieces the
+ * backend hands out, copied into libmicrohttpd's buffer (the direct path sends them from the ring
+ * itself, direct_io.c). */
+static ssize_t read_streamed(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    npy_body *b = cls;
+    if (pos < b->header_len) {
+        size_t n = b->header_len - (size_t)pos < max ? b->header_len - (size_t)pos : max;
+        memcpy(buf, b->header + pos, n);
+        return (ssize_t)n;
+    }
+    if (!b->piece_left) {
+        const void *p = NULL;
+        int rc = b->read(b->job->req.out_stream, &p, &b->piece_left);
+        if (rc <= 0)
+            return rc == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+        b->piece = p;
+    }
+    size_t n = b->piece_left < max ? b->piece_left : max;
+    memcpy(buf, b->piece, n);
+    b->piece += n;
+    b->piece_left -= n;
+    return (ssize_t)n;
+}
+
+/* A result left on the device (cr_answer_plan; .npy, which is never compressed anyway): the
+ * direct path writes it from the backend's ring, libmicrohttpd reads it through read_streamed. */
+static struct MHD_Response *streamed_response(cr_conn *c, npy_body *b, const cr_span *spans)
+{
+    cr_metrics_device_stream(true, (uint64_t)b->data_len);
+    b->read = cr_engine_backend(c->h->deps.engine)->sink_read;
+    if (c->direct) {
+        cr_direct_stream_last(c->direct, b->read, b->job->req.out_stream);
+        return cr_answer_response(c, "application/x-npy", spans, 2, free_body, b);
+    }
+    struct MHD_Response *r = MHD_create_response_from_callback(b->header_len + b->data_len, STREAM_BLOCK,
+                                                               read_streamed, b, free_body);
+    if (!r) {
+        free_body(b);
+        return NULL;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-npy");
+    return r;
+}
+
 static enum MHD_Result send_npy(cr_conn *c, cr_job *j)
 {
     int64_t shape[2];
@@ -174,18 +226,11 @@ static enum MHD_Result send_npy(cr_conn *c, cr_job *j)
         free(b);
         return cr_refuse(c, 500, "internal", "", "cannot encode this result as .npy");
     }
-    if (j->req.out_stream && !c->direct) { /* cr_answer_plan keeps results on a device for it only */
-        free(b);
-        return cr_refuse(c, 500, "internal", "", "a result left on the device reached another transport");
-    }
-    if (j->req.out_stream) {
-        cr_direct_stream_last(c->direct, cr_engine_backend(c->h->deps.engine)->sink_read, j->req.out_stream);
-        cr_metrics_device_stream(true, (uint64_t)b->data_len);
-    }
     cr_job_ref(j);
     b->job = j;
     const cr_span spans[2] = {{b->header, b->header_len}, {b->data, (size_t)b->data_len}};
-    struct MHD_Response *r = cr_answer_response(c, "application/x-npy", spans, 2, free_body, b);
+    struct MHD_Response *r = j->req.out_stream ? streamed_response(c, b, spans)
+                                               : cr_answer_response(c, "application/x-npy", spans, 2, free_body, b);
     if (!r)
         return MHD_NO;
     add_headers(c, r, j);

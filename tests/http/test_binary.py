@@ -556,16 +556,20 @@ def test_client_gone_while_a_big_result_is_sent(daemon):
 @pytest.mark.skipif(BACKEND != "cuda", reason="only cuda receives to a device")
 def test_big_matrices_through_libmicrohttpd_reach_the_device_too(start_daemon):
     """With --direct-min-kb 0 libmicrohttpd reads every body and hands it over in pieces of its
-    buffer: those go through the sink as well; with CRUNCHD_SINK_MIN_MB=0 nothing does."""
+    buffer: those go through the sink as well, and the result is read back from the device into
+    libmicrohttpd's buffer piece by piece; with CRUNCHD_SINK_MIN_MB=0 nothing is."""
     g = rng(38)
     a = g.standard_normal((1536, 1600)).astype(np.float32)
     b = g.standard_normal((1600, 1408)).astype(np.float32)
-    for env, sunk in (({}, a.nbytes + b.nbytes), ({"CRUNCHD_SINK_MIN_MB": "0"}, 0)):
+    out = a.shape[0] * b.shape[1] * 4
+    for env, sunk, sent in (({}, a.nbytes + b.nbytes, out), ({"CRUNCHD_SINK_MIN_MB": "0"}, 0, 0)):
         d = start_daemon("--direct-min-kb", "0", env=env)
-        r = d.post("/v1/gemm", files=parts(a=a, b=b), headers=ACCEPT_NPY)
-        assert_close(load(r), gemm_ref(a, b), 1600, "float32", what=str(env))
-        assert device_bytes(d) == sunk, env
-        assert device_bytes(d, "out") == 0, env  # libmicrohttpd sends from host memory
+        for _ in range(2):  # the second on the same kept-alive connection
+            r = d.post("/v1/gemm", files=parts(a=a, b=b), headers=ACCEPT_NPY)
+            assert_close(load(r), gemm_ref(a, b), 1600, "float32", what=str(env))
+            assert int(r.headers["Content-Length"]) == out + 128
+        assert device_bytes(d) == 2 * sunk, env
+        assert device_bytes(d, "out") == 2 * sent, env
         d.stop()
 
 
