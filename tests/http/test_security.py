@@ -1,6 +1,7 @@
 """Security (issue 7): optional bearer-token auth, TLS through libmicrohttpd+GnuTLS, secrets
 and bodies kept out of the logs, and a loopback bind by default."""
 
+import io
 import json
 import os
 import pathlib
@@ -295,6 +296,25 @@ def test_tls_big_uploads_stay_with_libmicrohttpd(start_daemon, self_signed):
     metrics = requests.get(d.url("/metrics"), verify=cert, timeout=30).text
     assert 'crunchd_direct_requests_total{transport="tcp"} 0' in metrics, metrics[-2000:]
     assert "direct path" not in d.log_text()
+    # a big GEMM with a .npy answer: on cuda, received to the device and its result read back from
+    # there into libmicrohttpd's buffer piece by piece (answer.c, read_streamed), under TLS
+    g = np.random.default_rng(4)
+    a = g.standard_normal((1536, 1600)).astype(np.float32)
+    b = g.standard_normal((1600, 1408)).astype(np.float32)
+    files = {}
+    for name, m in (("a", a), ("b", b)):
+        buf = io.BytesIO()
+        np.save(buf, m)
+        files[name] = (f"{name}.npy", buf.getvalue(), "application/octet-stream")
+    r = requests.post(d.url("/v1/gemm"), files=files, verify=cert, timeout=120 * SLOW,
+                      headers={"Accept": "application/x-npy"})
+    assert r.status_code == 200, r.text[:300]
+    got = np.load(io.BytesIO(r.content))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.max(np.abs(got - ref)) <= 1e-3 * np.max(np.abs(ref))
+    metrics = requests.get(d.url("/metrics"), verify=cert, timeout=30).text
+    sent = got.nbytes if BACKEND == "cuda" else 0
+    assert f'crunchd_device_stream_bytes_total{{direction="out"}} {sent}' in metrics, metrics[-2000:]
 
 
 @pytest.mark.parametrize("which", ["cert-only", "key-only", "missing-files", "garbage"])
