@@ -205,6 +205,8 @@ struct cr_backend {
     void *(*sink_target)(cr_sink *s, int *device);
     int (*sink_read)(cr_sink *s, const void **p, size_t *len);
     void (*sink_free)(void *s);
+    /* Optional: device memory the open sinks hold on `device` now, and the most they may. */
+    void (*sink_usage)(int device, uint64_t *held, uint64_t *cap);
 };
 
 extern const cr_backend cr_backend_cpu;

@@ -162,4 +162,5 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_sink_target,
     cr_sink_read,
     cr_sink_free,
+    cr_sink_usage,
 };

@@ -14,9 +14,16 @@
  * ms shorter in 4 of 5 runs, no d2h left in the worker; the client's own sending and receiving,
  * not the daemon, is most of what remains above the bare-socket floor.
  *
+ * A sink holds its device buffer from the first byte received until its request ends, queued
+ * time included, where a request received into host memory holds none: so sinks together take at
+ * most CRUNCHD_SINK_MAX_MB of a device's memory (default: half of it), and past that a request is
+ * received into host memory as before, leaving the rest to the jobs that run.
+ *
  * Tuning, read once: CRUNCHD_SINK_MIN_MB (default 8; 0 turns sinks off: inputs land in host
- * memory and prefetch.cu copies them early, as before), CRUNCHD_SINK_SLOT_KB (2048) and
- * CRUNCHD_SINK_SLOTS (4). */
+ * memory and prefetch.cu copies them early, as before), CRUNCHD_SINK_SLOT_KB (2048),
+ * CRUNCHD_SINK_SLOTS (4) and CRUNCHD_SINK_MAX_MB (half the device's memory). */
+#include <atomic>
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,6 +33,7 @@
 #include "kernels/cuda/pinned_pool.h"
 
 #define MAX_SLOTS 16
+#define MAX_DEVICES 64
 
 struct cr_sink {
     size_t total, written; /* bytes received into the ring so far */
@@ -42,7 +50,12 @@ struct cr_sink {
     /* reading a result out: bytes handed out and done with, bytes whose copy is queued, and the
      * piece handed out last (its slot is not refilled before the next read) */
     size_t handed, fetched, held;
+    bool counted;          /* total is in held_bytes[device] */
 };
+
+/* Device bytes the open sinks hold, and the most they may, per device (the cap set on first use). */
+static std::atomic<size_t> held_bytes[MAX_DEVICES];
+static std::atomic<size_t> cap_bytes[MAX_DEVICES];
 
 static long env_long(const char *name, long fallback, long lo, long hi)
 {
@@ -54,6 +67,7 @@ static long env_long(const char *name, long fallback, long lo, long hi)
 typedef struct {
     size_t min_bytes, slot_bytes;
     int slots;
+    size_t max_bytes; /* 0: half of each device's memory */
 } sink_config;
 
 static sink_config config(void)
@@ -65,6 +79,7 @@ static sink_config config(void)
         c.min_bytes = mb > 0 ? (size_t)mb << 20 : SIZE_MAX;
         c.slot_bytes = (size_t)env_long("CRUNCHD_SINK_SLOT_KB", 2048, 64, 1L << 20) << 10;
         c.slots = (int)env_long("CRUNCHD_SINK_SLOTS", 4, 2, MAX_SLOTS);
+        c.max_bytes = (size_t)env_long("CRUNCHD_SINK_MAX_MB", 0, 0, 1L << 30) << 20;
     });
     return c;
 }
@@ -73,7 +88,28 @@ static bool device_exists(int device, cr_cuda_err *e)
 {
     int n = 0;
     return !cr_check_record(e, cudaGetDeviceCount(&n), "cudaGetDeviceCount", __FILE__, __LINE__) && device >= 0 &&
-           device < n;
+           device < n && device < MAX_DEVICES;
+}
+
+/* Counts total against the device's share for sinks; false (nothing counted) when it would pass it. */
+static bool reserve(int device, size_t total, size_t max_bytes)
+{
+    size_t cap = max_bytes ? max_bytes : cap_bytes[device].load();
+    if (!cap) {
+        size_t free_b = 0, total_b = 0;
+        if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        cap = total_b / 2;
+        cap_bytes[device].store(cap);
+    }
+    size_t held = held_bytes[device].load();
+    do {
+        if (held + total > cap)
+            return false;
+    } while (!held_bytes[device].compare_exchange_weak(held, held + total));
+    return true;
 }
 
 static cudaError_t setup(cr_sink *s, cr_cuda_err *e)
@@ -104,7 +140,8 @@ cr_sink *cr_sink_open(size_t total, int device, size_t *staging)
     s->slot_bytes = c.slot_bytes;
     s->slots = c.slots;
     s->device = device;
-    if (!device_exists(device, &e) || setup(s, &e) != cudaSuccess) {
+    if (!device_exists(device, &e) || !(s->counted = reserve(device, total, c.max_bytes)) ||
+        setup(s, &e) != cudaSuccess) {
         cr_sink_free(s); /* no room, or no device: the caller receives into host memory */
         return NULL;
     }
@@ -214,6 +251,14 @@ int cr_sink_read(cr_sink *s, const void **p, size_t *len)
     return 1;
 }
 
+void cr_sink_usage(int device, uint64_t *held, uint64_t *cap)
+{
+    bool ok = device >= 0 && device < MAX_DEVICES;
+    size_t max = config().max_bytes;
+    *held = ok ? held_bytes[device].load() : 0;
+    *cap = ok ? (max ? max : cap_bytes[device].load()) : 0; /* 0 until the first sink sets it */
+}
+
 void cr_sink_free(void *p)
 {
     cr_sink *s = (cr_sink *)p;
@@ -231,6 +276,8 @@ void cr_sink_free(void *p)
             cudaEventDestroy(s->drained[i]);
     if (s->ring)
         cr_pinned_free(s->ring);
+    if (s->counted)
+        held_bytes[s->device] -= s->total;
     cudaGetLastError(); /* best effort: a sticky fault surfaces in the workers */
     free(s);
 }

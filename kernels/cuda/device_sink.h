@@ -14,5 +14,6 @@ int cr_sink_finish(cr_sink *s, void **dev, int *device);
 void *cr_sink_target(cr_sink *s, int *device);
 int cr_sink_read(cr_sink *s, const void **p, size_t *len);
 void cr_sink_free(void *s);
+void cr_sink_usage(int device, uint64_t *held, uint64_t *cap);
 
 #endif

@@ -388,6 +388,14 @@ static void render_gauges(text *t, const cr_metrics_gauges *g)
         put_label_value(t, g->dev[d].name);
         put(t, "\"} %llu\n", (unsigned long long)g->dev[d].used_bytes);
     }
+    put(t, "# HELP crunchd_device_stream_held_bytes Device memory held by big matrices received straight to "
+           "the device and results waiting to be sent from it, queued jobs' included (CRUNCHD_SINK_MAX_MB).\n"
+           "# TYPE crunchd_device_stream_held_bytes gauge\n");
+    for (int d = 0; d < g->n_devices; d++) {
+        put(t, "crunchd_device_stream_held_bytes{device=\"");
+        put_label_value(t, g->dev[d].name);
+        put(t, "\"} %llu\n", (unsigned long long)g->dev[d].stream_held_bytes);
+    }
     put(t, "# HELP crunchd_device_ready 1 while the device accepts work.\n"
            "# TYPE crunchd_device_ready gauge\n");
     for (int d = 0; d < g->n_devices; d++) {

@@ -5,6 +5,7 @@ refusal as a precise 4xx JSON error naming the part or parameter."""
 import io
 import re
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -440,6 +441,20 @@ def device_bytes(daemon, direction="in"):
 SUNK = BACKEND == "cuda"  # only cuda has a sink (backend.h, sink_*)
 
 
+def held_bytes(daemon):
+    return sum(int(v) for v in re.findall(r"^crunchd_device_stream_held_bytes\{[^}]*\} (\d+)$",
+                                          daemon.metrics_text(), re.M))
+
+
+def wait_released(daemon, timeout=10):
+    """Polls until no upload or result holds device memory: a request's buffers go when the
+    request ends, which may be a moment after its client has read the answer."""
+    deadline = time.monotonic() + timeout
+    while held_bytes(daemon) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return held_bytes(daemon)
+
+
 def post_new(daemon, path, **kw):
     """On a connection of its own: the acceptor decides between the direct path and
     libmicrohttpd by a connection's first request, and the session's may have gone to the latter."""
@@ -479,6 +494,7 @@ def test_big_matrices_received_straight_to_the_device(daemon):
     assert r.status_code == 200 and sum(r.json()["result"]["counts"]) == data.size
     assert device_bytes(daemon) - before == (a.nbytes if SUNK else 0)
     assert device_bytes(daemon, "out") - out == (1600 * 1600 * 4 if SUNK else 0)
+    assert wait_released(daemon) == 0  # every buffer went with its request
 
 
 def test_big_results_left_on_the_device_only_for_npy_answers(daemon):
@@ -551,6 +567,23 @@ def test_client_gone_while_a_big_result_is_sent(daemon):
     healthy(daemon)
     r = daemon.post("/v1/ata", data=body, headers={**NPY, **ACCEPT_NPY})
     assert_close(load(r), a.astype(np.float64).T @ a.astype(np.float64), 2048, "float32")
+
+
+@pytest.mark.skipif(BACKEND != "cuda", reason="only cuda receives to a device")
+def test_uploads_take_at_most_their_share_of_the_device(start_daemon):
+    """CRUNCHD_SINK_MAX_MB caps the device memory that uploads being received or waiting hold:
+    with 12 MiB, a (9.8 MB) is received to the device, b (9 MB) no longer fits and lands in host
+    memory; both are given back with the request, so the next one gets the same share again."""
+    g = rng(41)
+    a = g.standard_normal((1536, 1600)).astype(np.float32)
+    b = g.standard_normal((1600, 1408)).astype(np.float32)
+    d = start_daemon(env={"CRUNCHD_SINK_MAX_MB": "12"})
+    for i in range(1, 3):
+        r = post_new(d, "/v1/gemm", files=parts(a=a, b=b), headers=ACCEPT_NPY)
+        assert_close(load(r), gemm_ref(a, b), 1600, "float32", what=str(i))
+        assert device_bytes(d) == i * a.nbytes
+        assert wait_released(d) == 0
+    d.stop()
 
 
 @pytest.mark.skipif(BACKEND != "cuda", reason="only cuda receives to a device")
