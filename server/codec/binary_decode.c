@@ -216,12 +216,26 @@ static int check_part(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
 
 /* ---- parts received straight to a device ---------------------------------------------------- */
 
-/* Requests take the devices in turn; all parts of one go where its first sink went. */
+/* The device whose sinks hold the fewest bytes (uploads arriving, and the buffers of jobs queued
+ * or running there: the big work it has ahead), ties taken in turn; all parts of a request go
+ * where its first sink went, and its job runs there. */
 static int sink_device_for(cr_bin_request *r)
 {
     static _Atomic unsigned next;
-    if (r->sink_device < 0)
-        r->sink_device = (int)(atomic_fetch_add(&next, 1) % (unsigned)r->alloc.devices);
+    if (r->sink_device >= 0)
+        return r->sink_device;
+    int n = r->alloc.devices, first = (int)(atomic_fetch_add(&next, 1) % (unsigned)n);
+    uint64_t least = UINT64_MAX;
+    r->sink_device = first;
+    for (int k = 0; k < n && r->alloc.sink->sink_usage; k++) {
+        int d = (first + k) % n;
+        uint64_t held = 0, cap = 0;
+        r->alloc.sink->sink_usage(d, &held, &cap);
+        if (held < least) {
+            least = held;
+            r->sink_device = d;
+        }
+    }
     return r->sink_device;
 }
 

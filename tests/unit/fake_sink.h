@@ -20,6 +20,8 @@ struct cr_sink {
     char *dev;
 };
 
+#define FAKE_DEVICES 4
+static uint64_t fake_held[FAKE_DEVICES];
 static int fake_sinks_open, fake_fail_commit_at = -1, fake_commits;
 static size_t fake_sink_min = 1;
 static bool fake_sink_misused; /* a commit past the space it was given */
@@ -37,6 +39,7 @@ static cr_sink *fake_open(size_t total, int device, size_t *staging)
     s->device = device;
     *staging = sizeof s->ring;
     fake_sinks_open++;
+    fake_held[device % FAKE_DEVICES] += total;
     return s;
 }
 
@@ -81,13 +84,20 @@ static int fake_finish(cr_sink *s, void **dev, int *device)
 static void fake_free(void *p)
 {
     cr_sink *s = p;
+    fake_held[s->device % FAKE_DEVICES] -= s->total;
     free(s->dev);
     free(s);
     fake_sinks_open--;
 }
 
+static void fake_usage(int device, uint64_t *held, uint64_t *cap)
+{
+    *held = fake_held[device % FAKE_DEVICES];
+    *cap = UINT64_MAX;
+}
+
 static const cr_backend fake_sink_backend = {.name = "fake", .sink_open = fake_open, .sink_space = fake_space,
                                              .sink_commit = fake_commit, .sink_finish = fake_finish,
-                                             .sink_free = fake_free};
+                                             .sink_free = fake_free, .sink_usage = fake_usage};
 
 #endif

@@ -199,6 +199,32 @@ static void test_abandoned(void)
     CHECK(fake_sinks_open == 0 && cr_mem_charged(CR_MEM_DECODE) == 0);
 }
 
+/* A request goes to the device whose sinks hold the fewest bytes: while one upload is arriving
+ * on a device, every new one goes to the other. */
+static void test_least_loaded_device(void)
+{
+    float a[10 * 10];
+    uint8_t buf[1024];
+    cr_error err;
+    fill(a, 100, 9);
+    size_t n = npy(buf, "<f4", 10, 10, false, a, sizeof a);
+    cr_bin_request *r1 = new_request(CR_OP_ATA, NULL, &fake_sink_backend);
+    cr_bin_part *p1 = cr_bin_start(r1, "a", &err);
+    CHECK(cr_bin_feed(r1, p1, (const char *)buf, n / 2, &err) == 0);
+    int busy = fake_held[0] ? 0 : fake_held[1] ? 1 : -1;
+    CHECK(busy >= 0 && fake_held[1 - busy] == 0);
+    for (int i = 0; i < 4; i++) {
+        cr_request req;
+        cr_bin_request *r = new_request(CR_OP_ATA, NULL, &fake_sink_backend);
+        CHECK(send_part(r, "a", buf, n, 0, &err) == 0 && cr_bin_finish(r, &req, &err) == 0);
+        CHECK_MSG(req.device == 1 - busy, "request %d went to device %d, beside the busy %d", i, req.device, busy);
+        cr_bin_free(r);
+        cr_request_free(&req);
+    }
+    cr_bin_free(r1);
+    CHECK(fake_held[0] == 0 && fake_held[1] == 0);
+}
+
 int main(void)
 {
     for (size_t step = 0; step < 70; step += 3)
@@ -206,6 +232,7 @@ int main(void)
     test_every_byte_can_break_the_sink();
     test_what_stays_on_the_host();
     test_abandoned();
+    test_least_loaded_device();
     CHECK(!fake_sink_misused);
     return check_summary("bin_sink");
 }
