@@ -381,27 +381,20 @@ static void render_gauges(text *t, const cr_metrics_gauges *g)
     put_count(t, "crunchd_jobs_running", "gauge",
               "Jobs on a worker now.",
               g->running);
-    put(t, "# HELP crunchd_device_memory_used_bytes Device memory in use.\n"
-           "# TYPE crunchd_device_memory_used_bytes gauge\n");
-    for (int d = 0; d < g->n_devices; d++) {
-        put(t, "crunchd_device_memory_used_bytes{device=\"");
-        put_label_value(t, g->dev[d].name);
-        put(t, "\"} %llu\n", (unsigned long long)g->dev[d].used_bytes);
-    }
-    put(t, "# HELP crunchd_device_stream_held_bytes Device memory held by big matrices received straight to "
-           "the device and results waiting to be sent from it, queued jobs' included (CRUNCHD_SINK_MAX_MB).\n"
-           "# TYPE crunchd_device_stream_held_bytes gauge\n");
-    for (int d = 0; d < g->n_devices; d++) {
-        put(t, "crunchd_device_stream_held_bytes{device=\"");
-        put_label_value(t, g->dev[d].name);
-        put(t, "\"} %llu\n", (unsigned long long)g->dev[d].stream_held_bytes);
-    }
-    put(t, "# HELP crunchd_device_ready 1 while the device accepts work.\n"
-           "# TYPE crunchd_device_ready gauge\n");
-    for (int d = 0; d < g->n_devices; d++) {
-        put(t, "crunchd_device_ready{device=\"");
-        put_label_value(t, g->dev[d].name);
-        put(t, "\"} %d\n", g->dev[d].ready ? 1 : 0);
+    static const struct { const char *name, *help; } dg[] = {
+        {"crunchd_device_memory_used_bytes", "Device memory in use."},
+        {"crunchd_device_stream_held_bytes", "Device memory held by big matrices received straight to the "
+                                             "device and results waiting to be sent from it, queued jobs' "
+                                             "included (CRUNCHD_SINK_MAX_MB)."},
+        {"crunchd_device_ready", "1 while the device accepts work."},
+    };
+    for (size_t k = 0; k < sizeof dg / sizeof dg[0]; k++) {
+        put(t, "# HELP %s %s\n# TYPE %s gauge\n", dg[k].name, dg[k].help, dg[k].name);
+        for (int d = 0; d < g->n_devices; d++) {
+            uint64_t v = k == 0 ? g->dev[d].used_bytes : k == 1 ? g->dev[d].stream_held_bytes : g->dev[d].ready ? 1 : 0;
+            put_device(t, dg[k].name, g->dev[d].name);
+            put(t, "} %llu\n", (unsigned long long)v);
+        }
     }
     if (g->has_pinned)
         put(t, "# HELP crunchd_pinned_host_bytes Page-locked host memory for request arrays: held "
