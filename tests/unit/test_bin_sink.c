@@ -183,17 +183,25 @@ static void test_what_stays_on_the_host(void)
     CHECK(fake_sinks_open == 0 && cr_mem_charged(CR_MEM_DECODE) == 0);
 }
 
+/* An AᵀA request whose 10x10 a (its .npy in buf, n bytes) has arrived half-way: its sink is open. */
+static cr_bin_request *half_sent(uint8_t *buf, size_t *n)
+{
+    float a[10 * 10];
+    cr_error err;
+    fill(a, 100, 8);
+    *n = npy(buf, "<f4", 10, 10, false, a, sizeof a);
+    cr_bin_request *r = new_request(CR_OP_ATA, NULL, &fake_sink_backend);
+    cr_bin_part *p = cr_bin_start(r, "a", &err);
+    CHECK(p && cr_bin_feed(r, p, (const char *)buf, *n / 2, &err) == 0);
+    return r;
+}
+
 /* A body abandoned half-way: the open sink goes with the request. */
 static void test_abandoned(void)
 {
-    float a[10 * 10];
     uint8_t buf[1024];
-    cr_error err;
-    fill(a, 100, 8);
-    cr_bin_request *r = new_request(CR_OP_ATA, NULL, &fake_sink_backend);
-    cr_bin_part *p = cr_bin_start(r, "a", &err);
-    size_t n = npy(buf, "<f4", 10, 10, false, a, sizeof a);
-    CHECK(cr_bin_feed(r, p, (const char *)buf, n / 2, &err) == 0);
+    size_t n;
+    cr_bin_request *r = half_sent(buf, &n);
     CHECK(fake_sinks_open == 1 && cr_mem_charged(CR_MEM_DECODE) == sizeof ((cr_sink *)0)->ring);
     cr_bin_free(r);
     CHECK(fake_sinks_open == 0 && cr_mem_charged(CR_MEM_DECODE) == 0);
@@ -203,14 +211,10 @@ static void test_abandoned(void)
  * on a device, every new one goes to the other. */
 static void test_least_loaded_device(void)
 {
-    float a[10 * 10];
     uint8_t buf[1024];
+    size_t n;
     cr_error err;
-    fill(a, 100, 9);
-    size_t n = npy(buf, "<f4", 10, 10, false, a, sizeof a);
-    cr_bin_request *r1 = new_request(CR_OP_ATA, NULL, &fake_sink_backend);
-    cr_bin_part *p1 = cr_bin_start(r1, "a", &err);
-    CHECK(cr_bin_feed(r1, p1, (const char *)buf, n / 2, &err) == 0);
+    cr_bin_request *r1 = half_sent(buf, &n);
     int busy = fake_held[0] ? 0 : fake_held[1] ? 1 : -1;
     CHECK(busy >= 0 && fake_held[1 - busy] == 0);
     for (int i = 0; i < 4; i++) {
