@@ -1,7 +1,6 @@
 /* Binary bodies streamed into their final buffers; see binary_request.h. */
 #include "server/codec/binary_decode.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +30,7 @@ struct cr_bin_part {
     size_t carry_len;
     /* Received straight to a device (cr_host_allocator.sink): data is NULL until the last byte
      * is there, then the device buffer, which the request's slot holds from then on. */
-    cr_sink *sink;
-    const cr_backend *via;   /* the sink's backend */
+    cr_sink *sink;           /* of the request's cr_host_allocator.sink */
     size_t staging;          /* its host bytes, charged to the budget while it is open */
 };
 
@@ -60,11 +58,11 @@ cr_bin_request *cr_bin_new(const cr_params *params, const cr_limits *lim, cr_hos
     return r;
 }
 
-static void drop_sink(cr_bin_part *p)
+static void drop_sink(cr_bin_request *r, cr_bin_part *p)
 {
     if (!p->sink)
         return;
-    p->via->sink_free(p->sink);
+    r->alloc.sink->sink_free(p->sink);
     cr_mem_release(CR_MEM_DECODE, p->staging);
     p->sink = NULL;
     p->staging = 0;
@@ -76,7 +74,7 @@ void cr_bin_free(cr_bin_request *r)
         return;
     for (int i = 0; i < r->n_parts; i++) {
         free(r->parts[i].hdr);
-        drop_sink(&r->parts[i]);
+        drop_sink(r, &r->parts[i]);
     }
     cr_request_free(&r->req);
     free(r);
@@ -217,14 +215,14 @@ static int check_part(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
 /* ---- parts received straight to a device ---------------------------------------------------- */
 
 /* The device whose sinks hold the fewest bytes (uploads arriving, and the buffers of jobs queued
- * or running there: the big work it has ahead), ties taken in turn; all parts of a request go
- * where its first sink went, and its job runs there. */
+ * or running there: the big work it has ahead); all parts of a request go where its first sink
+ * went, and its job runs there. Ties go by the request's address: no counter shared by every
+ * upload, small ones included, which all pass here. */
 static int sink_device_for(cr_bin_request *r)
 {
-    static _Atomic unsigned next;
     if (r->sink_device >= 0)
         return r->sink_device;
-    int n = r->alloc.devices, first = (int)(atomic_fetch_add(&next, 1) % (unsigned)n);
+    int n = r->alloc.devices, first = (int)(((uintptr_t)r >> 6) % (unsigned)n);
     uint64_t least = UINT64_MAX;
     r->sink_device = first;
     for (int k = 0; k < n && r->alloc.sink->sink_usage; k++) {
@@ -258,14 +256,13 @@ static int open_sink(cr_bin_request *r, cr_bin_part *p, cr_error *err)
         return -1;
     }
     p->sink = s;
-    p->via = b;
     p->staging = staging;
     return 0;
 }
 
 static int sink_failed(cr_bin_request *r, cr_bin_part *p, cr_error *err)
 {
-    drop_sink(p);
+    drop_sink(r, p);
     return cr_fail(err, 503, "device_fault", p->name, "copying %s to device %d failed", p->name, r->sink_device);
 }
 
@@ -274,10 +271,10 @@ static int sink_done(cr_bin_request *r, cr_bin_part *p, cr_error *err)
 {
     void *dev = NULL;
     int device = -1;
-    if (p->via->sink_finish(p->sink, &dev, &device) != 0)
+    if (r->alloc.sink->sink_finish(p->sink, &dev, &device) != 0)
         return sink_failed(r, p, err);
     cr_mem_release(CR_MEM_DECODE, p->staging);
-    cr_request_adopt_buf(&r->req, p->slot, dev, (size_t)p->h.data_bytes, p->via->sink_free, p->sink);
+    cr_request_adopt_buf(&r->req, p->slot, dev, (size_t)p->h.data_bytes, r->alloc.sink->sink_free, p->sink);
     p->sink = NULL;
     p->staging = 0;
     p->data = dev;
@@ -288,7 +285,7 @@ static int sink_done(cr_bin_request *r, cr_bin_part *p, cr_error *err)
 /* n bytes committed to the sink's space. */
 static int sink_advance(cr_bin_request *r, cr_bin_part *p, size_t n, cr_error *err)
 {
-    if (p->via->sink_commit(p->sink, n) != 0)
+    if (r->alloc.sink->sink_commit(p->sink, n) != 0)
         return sink_failed(r, p, err);
     p->received += n;
     return p->received == p->h.data_bytes ? sink_done(r, p, err) : 0;
@@ -298,7 +295,7 @@ static int sink_copy(cr_bin_request *r, cr_bin_part *p, const char *data, size_t
 {
     while (n) {
         size_t room = 0;
-        char *dst = p->via->sink_space(p->sink, &room);
+        char *dst = r->alloc.sink->sink_space(p->sink, &room);
         if (!dst)
             return sink_failed(r, p, err);
         size_t k = room < n ? room : n;
@@ -442,12 +439,12 @@ int cr_bin_feed(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, c
     return 0;
 }
 
-void *cr_bin_span(const cr_bin_part *p, size_t *len)
+void *cr_bin_span(const cr_bin_request *r, const cr_bin_part *p, size_t *len)
 {
     if (!p || !p->header_done || p->scatter || p->received >= p->h.data_bytes)
         return NULL;
     if (p->sink)
-        return p->via->sink_space(p->sink, len);
+        return r->alloc.sink->sink_space(p->sink, len);
     uint64_t left = p->h.data_bytes - p->received;
     *len = left > SIZE_MAX ? SIZE_MAX : (size_t)left;
     return (char *)p->data + p->received;

@@ -44,7 +44,7 @@ int cr_bin_feed(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, c
 /* Where the part's next data bytes may be received in place (a socket read straight into its
  * array: no copy), and how many are still due (*len); NULL while its header is incomplete, for a
  * part scattered as it arrives, or once it is complete: feed those bytes with cr_bin_feed. */
-void *cr_bin_span(const cr_bin_part *p, size_t *len);
+void *cr_bin_span(const cr_bin_request *r, const cr_bin_part *p, size_t *len);
 /* n bytes landed at cr_bin_span's address; -1 with err when they could not be passed on (a
  * copy to the device failed: the part is lost, the request must fail). */
 int cr_bin_spanned(cr_bin_request *r, cr_bin_part *p, size_t n, cr_error *err);

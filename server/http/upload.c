@@ -229,7 +229,7 @@ static int receive_part(cr_conn *c, cr_upload *u, cr_body_stream *s, bool delimi
     size_t dlen = delimited ? u->delim_len : 0;
     for (;;) {
         size_t want = 0;
-        void *dst = u->failed ? NULL : cr_bin_span(u->part, &want);
+        void *dst = u->failed ? NULL : cr_bin_span(u->bin, u->part, &want);
         if (dst) {
             ssize_t got = cr_body_stream_read(s, dst, want);
             if (got <= 0)

@@ -56,7 +56,7 @@ static int stream(cr_bin_request *r, cr_bin_part *p, const uint8_t *data, size_t
         seed = seed * 1103515245u + 12345u;
         size_t k = 1 + (seed >> 16) % 97, room = 0;
         k = k > size - at ? size - at : k;
-        char *dst = seed & 1 ? cr_bin_span(p, &room) : NULL;
+        char *dst = seed & 1 ? cr_bin_span(r, p, &room) : NULL;
         if (dst) {
             k = k < room ? k : room;
             memcpy(dst, data + at, k);

@@ -56,7 +56,7 @@ static int send_part(cr_bin_request *r, const char *name, const uint8_t *bytes, 
         return -1;
     for (size_t at = 0; at < n;) {
         size_t want = 0;
-        uint8_t *dst = step ? NULL : cr_bin_span(p, &want);
+        uint8_t *dst = step ? NULL : cr_bin_span(r, p, &want);
         if (dst) {
             size_t k = want < 7 ? want : 7; /* short reads, as a socket gives */
             k = k < n - at ? k : n - at;
