@@ -161,14 +161,21 @@ struct cr_backend {
     cr_status (*device_write)(void *dst, const void *src, size_t bytes);
     /* Optional (NULL: every task runs alone through run()): batches of small tasks with equal
      * batch keys (kernels/registry.h) in one copy in, one launch and one copy out. batch_launch
-     * queues the whole batch on lane `lane` (0 .. batch_lanes-1) of the worker and returns, so a
+     * queues the whole batch on lane `lane` (0 .. lanes-1) of the worker and returns, so a
      * worker keeps several batches in flight and the copies of one overlap the kernel of another;
      * batch_wait waits for that lane's batch and fills every task's status and timings (st[i],
      * tm[i]: the batch's phases). A failed launch leaves the lane free and its status in st[]. */
-    int batch_lanes;
+    int lanes;
     cr_status (*batch_launch)(cr_worker *w, int lane, cr_task *const *tasks, int n, cr_status *st,
                               char *err, size_t errlen);
     void (*batch_wait)(cr_worker *w, int lane, cr_status *st, cr_timings *tm, char *err, size_t errlen);
+    /* Optional (NULL: a task that is not batched runs through run(), its worker waiting for it):
+     * one task with its own kernel queued on a lane as a batch is, so that a worker keeps tasks
+     * too big to batch in flight too. run_launch returns once the task is queued; a failure leaves
+     * the lane free. run_wait waits for it and fills its timings. Unlike run(), no look at the
+     * cancel flag between phases: the engine answers a cancelled task once it is done. */
+    cr_status (*run_launch)(cr_worker *w, int lane, const cr_task *t, char *err, size_t errlen);
+    cr_status (*run_wait)(cr_worker *w, int lane, cr_timings *tm, char *err, size_t errlen);
     /* Optional (NULL: none): the runtime library's and the driver's versions as the vendor
      * encodes them (CUDA: 1000 * major + 10 * minor; 0 when absent). Needs no device and no
      * init: `crunchd --version` asks on machines without a GPU. */

@@ -107,10 +107,10 @@ class ShmGemm:
     writes: the cpu backend's BLAS accumulates in its output, so a request still running in c[0]
     (one wrk cut off, or the other daemon's: both map the object) would show check() partial sums."""
 
-    REGIONS = {"ab": "bench-load-ab", "c": "bench-load-c"}
-
     def __init__(self, a, b):
-        self.keys = {k: f"/crunchd-bench-load-{os.getpid()}-{k}" for k in self.REGIONS}
+        # named by size too: rows of several sizes may be registered with one daemon at once
+        self.regions = {k: f"bench-load-{a.shape[0]}-{k}" for k in ("ab", "c")}
+        self.keys = {k: f"/crunchd-bench-load-{os.getpid()}-{a.shape[0]}-{k}" for k in self.regions}
         self.registered = []  # (daemon's base URL, region)
         self.ab = np.memmap("/dev/shm" + self.keys["ab"], np.float32, "w+", shape=(2, *a.shape))
         self.ab[0], self.ab[1] = a, b
@@ -119,14 +119,14 @@ class ShmGemm:
     def body(self, out):
         """The request's JSON, its result going to c[out]."""
         def place(region, mem, i):  # mem[i]'s bytes
-            return {"shm": {"region": self.REGIONS[region], "offset": i * mem[0].nbytes}}
+            return {"shm": {"region": self.regions[region], "offset": i * mem[0].nbytes}}
 
         a, b = ({**place("ab", self.ab, i), "shape": list(self.ab.shape[1:]), "dtype": "float32"}
                 for i in (0, 1))
         return json.dumps({"a": a, "b": b, "output": place("c", self.c, out)}).encode()
 
     def register(self, base):
-        for k, region in self.REGIONS.items():
+        for k, region in self.regions.items():
             r = requests.post(f"{base}/v2/systemsharedmemory/region/{region}/register",
                               json={"key": self.keys[k], "offset": 0, "byte_size": getattr(self, k).nbytes},
                               timeout=30)
@@ -134,10 +134,10 @@ class ShmGemm:
                 raise RuntimeError(f"registering {region} with {base}: HTTP {r.status_code}: {r.text[:200]}")
             self.registered.append((base, region))
 
-    def close(self):
-        """Unregisters from every daemon, then unlinks. The requests wrk cut off at the end of a run
-        still hold the regions until they finish (409): polled for, up to 30 s."""
-        for base, region in self.registered:
+    def unregister(self, base):
+        """Unregisters from one daemon. The requests wrk cut off at the end of a run still hold the
+        regions until they finish (409): polled for, up to 30 s."""
+        for region in [r for b, r in self.registered if b == base]:
             deadline = time.monotonic() + 30
             try:
                 while (r := requests.post(f"{base}/v2/systemsharedmemory/region/{region}/unregister",
@@ -147,6 +147,12 @@ class ShmGemm:
                     print(f"unregistering {region} from {base}: HTTP {r.status_code}: {r.text[:200]}")
             except requests.RequestException as e:  # close() runs on failures too: carry on
                 print(f"unregistering {region} from {base}: {e!r}")
+        self.registered = [(b, r) for b, r in self.registered if b != base]
+
+    def close(self):
+        """Unregisters from every daemon, then unlinks."""
+        for base in {b for b, _ in self.registered}:
+            self.unregister(base)
         for key in self.keys.values():
             pathlib.Path("/dev/shm" + key).unlink(missing_ok=True)
 
@@ -209,8 +215,8 @@ def check(base, row):
     else:
         res = r.json()["result"]
         if row["shm"]:  # the answer only says where C went
-            if res.get("shm", {}).get("region") != ShmGemm.REGIONS["c"]:
-                return f"result not written to region {ShmGemm.REGIONS['c']}: {r.text[:200]}"
+            if res.get("shm", {}).get("region") != row["shm"].regions["c"]:
+                return f"result not written to region {row['shm'].regions['c']}: {r.text[:200]}"
             got = row["shm"].c[1].astype(np.float64)
         else:
             got = np.asarray(res["counts"]) if "counts" in res else \

@@ -9,7 +9,9 @@ the socket) beside the client's mean round trip (rtt_us), device busy fraction.
 
 Each ';'-separated ARGS is one daemon configuration (empty: the defaults). Rows and connections
 as bench-load (BENCH_LOAD_ROWS, BENCH_LOAD_CONNS, BENCH_LOAD_SECONDS); CRUNCHD_BACKEND picks the
-backend. A configuration may start with 'env:K=V,K=V' to set daemon environment variables."""
+backend. A configuration may start with 'env:K=V,K=V' to set daemon environment variables.
+A row gemmN_shm keeps A, B and C in shared memory registered with the daemon (as bench-load's
+gemm1024_shm): the engine's own rate for that size, without the matrices crossing the socket."""
 import os
 import pathlib
 import re
@@ -77,50 +79,65 @@ def main():
     with tempfile.TemporaryDirectory(prefix="probe-") as t:
         tmp = pathlib.Path(t)
         specs = [bl.make_row(name, tmp) for name in rows]
-        for ci, cfg in enumerate(configs):
-            env = {}
-            if cfg.startswith("env:"):
-                head, _, cfg = cfg.partition(" ")
-                env = dict(kv.split("=", 1) for kv in head[4:].split(","))
-            args = shlex.split(cfg) + ["--log-format", "text"]
-            d = conftest.Daemon(args, env=env, name=f"probe{ci}", host_path=True, workdir=tmp / f"d{ci}").start()
-            try:
-                for spec in specs:
-                    if (why := bl.check(d.base, spec)) is not None:
-                        print(f"WRONG {spec['name']}: {why}")
-                    for c in conns:
-                        bl.wrk(d.base, spec, c, 1)
-                        a, ta = scrape(d), thread_cpu(d.proc.pid)
-                        wa = resource.getrusage(resource.RUSAGE_CHILDREN)
-                        r = bl.wrk(d.base, spec, c, secs)
-                        wb = resource.getrusage(resource.RUSAGE_CHILDREN)
-                        b, tb = scrape(d), thread_cpu(d.proc.pid)
-                        tb["wrk"] = ta.get("wrk", 0.0) + (wb.ru_utime + wb.ru_stime - wa.ru_utime - wa.ru_stime)
-                        op = spec["path"].rsplit("/", 1)[1]
-                        jobs = delta(a, b, f'crunchd_job_duration_seconds_count{{op="{op}",phase="queue"}}') or 1
-                        q = delta(a, b, f'crunchd_job_duration_seconds_sum{{op="{op}",phase="queue"}}') / jobs
-                        dev = sum(delta(a, b, f'crunchd_job_duration_seconds_sum{{op="{op}",phase="{p}"}}')
-                                  for p in ("h2d", "kernel", "d2h")) / jobs
-                        # the daemon's own time per request (first byte in to last byte handed to the
-                        # socket) against the client's mean round trip: the difference is the
-                        # wake-ups, the loopback and the load generator
-                        route = f'route="{op}",code="200"'
-                        reqs = delta(a, b, f"crunchd_request_duration_seconds_count{{{route}}}") or 1
-                        req = delta(a, b, f"crunchd_request_duration_seconds_sum{{{route}}}") / reqs
-                        bs = delta(a, b, "crunchd_batch_size_count")
-                        batch = delta(a, b, "crunchd_batch_size_sum") / bs if bs else 1.0
-                        busy = delta(a, b, "crunchd_device_busy_seconds_total") / secs
-                        per_dev = "/".join(f"{delta(a, b, k) / secs:.2f}" for k in sorted(b)
-                                           if k.startswith("crunchd_device_busy_seconds_total{"))
-                        cores = delta(a, b, "process_cpu_seconds_total") / secs
-                        threads = " ".join(f"{k}={(tb[k] - ta.get(k, 0.0)) / secs:.2f}" for k in sorted(tb)
-                                           if tb[k] - ta.get(k, 0.0) > 0.005 * secs)
-                        label = (" ".join(f"{k}={v}" for k, v in env.items()) + " " + cfg).strip() or "defaults"
-                        print(f"{label[:40]:<40} {spec['name']:<12} {c:>5} {r['jobs_s']:>8.0f} {r['p99_ms']:>6.2f} "
-                              f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {req * 1e6:>6.0f} {r['mean_ms'] * 1e3:>6.0f} {busy:>5.2f} {per_dev}  cores: {threads}",
-                              flush=True)
-            finally:
-                d.stop()
+        try:
+            run_configs(configs, specs, conns, secs, tmp)
+        finally:
+            for spec in specs:
+                if spec["shm"]:
+                    spec["shm"].close()
+
+
+def run_configs(configs, specs, conns, secs, tmp):
+    import conftest
+    for ci, cfg in enumerate(configs):
+        env = {}
+        if cfg.startswith("env:"):
+            head, _, cfg = cfg.partition(" ")
+            env = dict(kv.split("=", 1) for kv in head[4:].split(","))
+        args = shlex.split(cfg) + ["--log-format", "text"]
+        d = conftest.Daemon(args, env=env, name=f"probe{ci}", host_path=True, workdir=tmp / f"d{ci}").start()
+        try:
+            for spec in specs:
+                if spec["shm"]:  # gemmN_shm: operands in registered regions, no matrix bytes sent
+                    spec["shm"].register(d.base)
+                if (why := bl.check(d.base, spec)) is not None:
+                    print(f"WRONG {spec['name']}: {why}")
+                for c in conns:
+                    bl.wrk(d.base, spec, c, 1)
+                    a, ta = scrape(d), thread_cpu(d.proc.pid)
+                    wa = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    r = bl.wrk(d.base, spec, c, secs)
+                    wb = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    b, tb = scrape(d), thread_cpu(d.proc.pid)
+                    tb["wrk"] = ta.get("wrk", 0.0) + (wb.ru_utime + wb.ru_stime - wa.ru_utime - wa.ru_stime)
+                    op = spec["path"].rsplit("/", 1)[1]
+                    jobs = delta(a, b, f'crunchd_job_duration_seconds_count{{op="{op}",phase="queue"}}') or 1
+                    q = delta(a, b, f'crunchd_job_duration_seconds_sum{{op="{op}",phase="queue"}}') / jobs
+                    dev = sum(delta(a, b, f'crunchd_job_duration_seconds_sum{{op="{op}",phase="{p}"}}')
+                              for p in ("h2d", "kernel", "d2h")) / jobs
+                    # the daemon's own time per request (first byte in to last byte handed to the
+                    # socket) against the client's mean round trip: the difference is the
+                    # wake-ups, the loopback and the load generator
+                    route = f'route="{op}",code="200"'
+                    reqs = delta(a, b, f"crunchd_request_duration_seconds_count{{{route}}}") or 1
+                    req = delta(a, b, f"crunchd_request_duration_seconds_sum{{{route}}}") / reqs
+                    bs = delta(a, b, "crunchd_batch_size_count")
+                    batch = delta(a, b, "crunchd_batch_size_sum") / bs if bs else 1.0
+                    busy = delta(a, b, "crunchd_device_busy_seconds_total") / secs
+                    per_dev = "/".join(f"{delta(a, b, k) / secs:.2f}" for k in sorted(b)
+                                       if k.startswith("crunchd_device_busy_seconds_total{"))
+                    cores = delta(a, b, "process_cpu_seconds_total") / secs
+                    threads = " ".join(f"{k}={(tb[k] - ta.get(k, 0.0)) / secs:.2f}" for k in sorted(tb)
+                                       if tb[k] - ta.get(k, 0.0) > 0.005 * secs)
+                    label = (" ".join(f"{k}={v}" for k, v in env.items()) + " " + cfg).strip() or "defaults"
+                    print(f"{label[:40]:<40} {spec['name']:<12} {c:>5} {r['jobs_s']:>8.0f} {r['p99_ms']:>6.2f} "
+                          f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {req * 1e6:>6.0f} {r['mean_ms'] * 1e3:>6.0f} {busy:>5.2f} {per_dev}  cores: {threads}",
+                          flush=True)
+        finally:
+            for spec in specs:
+                if spec["shm"]:
+                    spec["shm"].unregister(d.base)
+            d.stop()
 
 
 if __name__ == "__main__":

@@ -175,7 +175,7 @@ const cr_backend cr_backend_cpu = {
     .run = cpu_run,
     .task_device_bytes = cpu_task_device_bytes,
     .task_host_bytes = cpu_task_host_bytes,
-    .batch_lanes = 1,
+    .lanes = 1,
     .batch_launch = cpu_batch_launch,
     .batch_wait = cpu_batch_wait,
 };

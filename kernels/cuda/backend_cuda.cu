@@ -153,6 +153,8 @@ extern "C" const cr_backend cr_backend_cuda = {
     CR_CUDA_LANES,
     cr_cuda_batch_launch,
     cr_cuda_batch_wait,
+    cr_cuda_run_launch,
+    cr_cuda_run_wait,
     cuda_versions,
     NULL, /* task_host_bytes: run() allocates no host memory of its own */
     cr_sink_open,

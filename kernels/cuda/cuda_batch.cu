@@ -70,7 +70,7 @@ static void plan(cr_task *const *t, int n, batch_layout *l)
  * point into the device block. */
 static cudaError_t pack(cr_lane *L, const batch_layout *l, char *dev, cr_task *const *t, int n)
 {
-    char *p = (char *)L->pinned;
+    char *p = (char *)L->x.pinned;
     size_t es = cr_dtype_size(t[0]->dtype);
     if (t[0]->op == CR_OP_HISTOGRAM) {
         cr_hist_job *jobs = (cr_hist_job *)(p + l->jobs_off);
@@ -101,26 +101,22 @@ static cudaError_t pack(cr_lane *L, const batch_layout *l, char *dev, cr_task *c
     return cudaSuccess;
 }
 
-static cudaError_t launch_kernel(cr_worker *w, cr_lane *L, const batch_layout *l, char *dev, cr_task *const *t,
-                                 int n)
+static cudaError_t launch_kernel(cr_lane *L, const batch_layout *l, char *dev, cr_task *const *t, int n)
 {
     cr_cuda_err *e = &L->e;
     const cr_task *t0 = t[0];
     if (t0->op == CR_OP_HISTOGRAM) {
-        CR_CHECK(e, cudaMemsetAsync(dev + l->out_off, 0, n * l->out_each, L->stream));
+        CR_CHECK(e, cudaMemsetAsync(dev + l->out_off, 0, n * l->out_each, L->x.stream));
         CR_CHECK(e, cr_cuda_hist_batched((const cr_hist_job *)(dev + l->jobs_off), n, t0->u.hist.bins,
-                                         l->max_count, t0->dtype, L->stream));
+                                         l->max_count, t0->dtype, L->x.stream));
         return cudaSuccess;
     }
-    /* the worker's cuBLAS handle follows the lane for this call, then goes back to its stream */
-    CR_CHECK(e, cublasSetStream(w->blas, L->stream));
     if (t0->op == CR_OP_GEMM)
-        CR_CHECK(e, cr_cublas_gemm_batched(w->blas, &t0->u.gemm, t0->dtype, t0->precision == CR_PREC_TF32, dev,
+        CR_CHECK(e, cr_cublas_gemm_batched(L->x.blas, &t0->u.gemm, t0->dtype, t0->precision == CR_PREC_TF32, dev,
                                            dev + l->in_off[1], dev + l->out_off, n));
     else if (t0->u.ata.n > 0)
-        CR_CHECK(e, cr_cublas_ata_batched(w->blas, &t0->u.ata, t0->dtype, dev, dev + l->out_off, n));
+        CR_CHECK(e, cr_cublas_ata_batched(L->x.blas, &t0->u.ata, t0->dtype, dev, dev + l->out_off, n));
 cleanup:
-    cr_check_record(e, cublasSetStream(w->blas, w->stream), "cublasSetStream(back)", __FILE__, __LINE__);
     return e->code;
 }
 
@@ -136,28 +132,30 @@ cr_status cr_cuda_batch_launch(cr_worker *w, int lane, cr_task *const *t, int n,
     cr_lane *L = &w->lane[lane];
     cr_cuda_err *e = &L->e;
     char *dev = NULL;
+    bool owned = false;
     batch_layout l;
     memset(e, 0, sizeof *e);
     plan(t, n, &l);
     CR_CHECK(e, cudaSetDevice(w->device));
-    if (cr_reserve_pinned(&L->pinned, &L->pinned_bytes, l.total ? l.total : 1) != cudaSuccess) {
+    if (cr_exec_reserve_pinned(&L->x, l.total ? l.total : 1) != cudaSuccess) {
         cudaGetLastError();
         snprintf(err, errlen, "cannot pin %zu bytes of host staging for a batch of %d", l.total, n);
         fail_all(CR_E_NOMEM_HOST, st, n);
         return CR_E_NOMEM_HOST;
     }
-    CR_CHECK(e, cr_cuda_pool_alloc((void **)&dev, l.total ? l.total : 1, w->pool, L->stream));
+    CR_CHECK(e, cr_exec_device(w, &L->x, l.total ? l.total : 1, &dev, &owned));
     CR_CHECK(e, pack(L, &l, dev, t, n));
-    CR_CHECK(e, cudaEventRecord(L->ev[EV_START], L->stream));
+    CR_CHECK(e, cudaEventRecord(L->x.ev[EV_START], L->x.stream));
     if (l.in_end)
-        CR_CHECK(e, cudaMemcpyAsync(dev, L->pinned, l.in_end, cudaMemcpyHostToDevice, L->stream));
-    CR_CHECK(e, cudaEventRecord(L->ev[EV_H2D], L->stream));
-    CR_CHECK(e, launch_kernel(w, L, &l, dev, t, n));
-    CR_CHECK(e, cudaEventRecord(L->ev[EV_KERNEL], L->stream));
-    CR_CHECK(e, cudaMemcpyAsync((char *)L->pinned + l.out_off, dev + l.out_off, n * l.out_each,
-                                cudaMemcpyDeviceToHost, L->stream));
-    CR_CHECK(e, cudaEventRecord(L->ev[EV_D2H], L->stream));
-    CR_CHECK(e, cudaFreeAsync(dev, L->stream)); /* stream-ordered: after the copy back */
+        CR_CHECK(e, cudaMemcpyAsync(dev, L->x.pinned, l.in_end, cudaMemcpyHostToDevice, L->x.stream));
+    CR_CHECK(e, cudaEventRecord(L->x.ev[EV_H2D], L->x.stream));
+    CR_CHECK(e, launch_kernel(L, &l, dev, t, n));
+    CR_CHECK(e, cudaEventRecord(L->x.ev[EV_KERNEL], L->x.stream));
+    CR_CHECK(e, cudaMemcpyAsync((char *)L->x.pinned + l.out_off, dev + l.out_off, n * l.out_each,
+                                cudaMemcpyDeviceToHost, L->x.stream));
+    CR_CHECK(e, cudaEventRecord(L->x.ev[EV_D2H], L->x.stream));
+    if (owned)
+        cudaFreeAsync(dev, L->x.stream); /* stream-ordered: after the copy back */
     L->tasks = t;
     L->n = n;
     L->out_off = l.out_off;
@@ -165,9 +163,9 @@ cr_status cr_cuda_batch_launch(cr_worker *w, int lane, cr_task *const *t, int n,
     fail_all(CR_OK, st, n);
     return CR_OK;
 cleanup:
-    if (dev)
-        cudaFreeAsync(dev, L->stream);
-    cudaStreamSynchronize(L->stream); /* nothing of this batch may still touch the staging */
+    if (owned && dev)
+        cudaFreeAsync(dev, L->x.stream);
+    cudaStreamSynchronize(L->x.stream); /* nothing of this batch may still touch the staging */
     cr_status s = cr_cuda_status(e->code);
     if (s == CR_E_NOMEM_DEVICE)
         snprintf(err, errlen, "a batch of %d needs %zu bytes of device memory on %s (device %d): %s", n, l.total,
@@ -181,22 +179,18 @@ cleanup:
 void cr_cuda_batch_wait(cr_worker *w, int lane, cr_status *st, cr_timings *tm, char *err, size_t errlen)
 {
     cr_lane *L = &w->lane[lane];
-    float ms[EV_COUNT] = {0};
-    cudaError_t rc = cudaEventSynchronize(L->ev[EV_D2H]);
+    cr_timings phases = {};
+    cudaError_t rc = cudaEventSynchronize(L->x.ev[EV_D2H]);
     if (rc != cudaSuccess) {
         cr_check_record(&L->e, rc, "cudaEventSynchronize(batch)", __FILE__, __LINE__);
         snprintf(err, errlen, "%s", L->e.msg);
         fail_all(cr_cuda_status(rc), st, L->n);
-    } else {
-        for (int i = 1; i < EV_COUNT; i++)
-            if (cudaEventElapsedTime(&ms[i], L->ev[i - 1], L->ev[i]) != cudaSuccess)
-                ms[i] = 0;
     }
+    cr_exec_timings(w, &L->x, rc == cudaSuccess, &phases);
     for (int i = 0; i < L->n; i++) {
         if (st[i] == CR_OK)
-            memcpy(cr_task_output(L->tasks[i]), (char *)L->pinned + L->out_off + i * L->out_each, L->out_each);
-        tm[i] = (cr_timings){ms[EV_H2D], ms[EV_KERNEL], ms[EV_D2H], "", w->device};
-        snprintf(tm[i].device, sizeof tm[i].device, "%s", w->device_name);
+            memcpy(cr_task_output(L->tasks[i]), (char *)L->x.pinned + L->out_off + i * L->out_each, L->out_each);
+        tm[i] = phases;
     }
     L->tasks = NULL;
     L->n = 0;

@@ -106,15 +106,15 @@ uint64_t cr_cuda_task_device_bytes(const cr_task *t)
 
 /* The op's prologue (C is zeros without c_in: never read uninitialized pool memory, even times
  * 0; an empty AᵀA has nothing to launch), then the registry row's launcher. */
-static cudaError_t run_kernel(cr_worker *w, const cr_task *t, char *dev, const task_layout *l, cr_cuda_err *e)
+static cudaError_t run_kernel(const cr_exec *x, const cr_task *t, char *dev, const task_layout *l, cr_cuda_err *e)
 {
     void *out = l->res.out ? l->res.out : dev + l->out_off;
-    cr_cuda_launch launch = {w, t, {l->in_dev[0], l->in_dev[1], l->n_in > 2 ? l->in_dev[2] : NULL},
+    cr_cuda_launch launch = {x, t, {l->in_dev[0], l->in_dev[1], l->n_in > 2 ? l->in_dev[2] : NULL},
                              out, l->work_bytes ? dev + l->work_off : NULL, l->work_bytes, e};
     if (t->op == CR_OP_GEMM && !t->u.gemm.c_in)
-        CR_CHECK(e, cudaMemsetAsync(launch.out, 0, l->out_bytes, w->stream));
+        CR_CHECK(e, cudaMemsetAsync(launch.out, 0, l->out_bytes, x->stream));
     if (l->c_copy) /* the kernel updates C in place: never the client's input c itself */
-        CR_CHECK(e, cudaMemcpyAsync(out, l->in_dev[2], l->out_bytes, cudaMemcpyDeviceToDevice, w->stream));
+        CR_CHECK(e, cudaMemcpyAsync(out, l->in_dev[2], l->out_bytes, cudaMemcpyDeviceToDevice, x->stream));
     if (t->op == CR_OP_ATA && t->u.ata.n == 0)
         return cudaSuccess;
     CR_CHECK(e, (cudaError_t)t->kernel->cuda(&launch));
@@ -125,26 +125,13 @@ cleanup:
 /* ---- phases ---- */
 
 /* Between phases: with a cancel flag, wait for the phase and look at the flag. */
-static bool cancelled_after(cr_worker *w, const cr_task *t, int ev, cr_cuda_err *e)
+static bool cancelled_after(const cr_exec *x, const cr_task *t, int ev, cr_cuda_err *e)
 {
     if (!t->cancel)
         return false;
-    if (cr_check_record(e, cudaEventSynchronize(w->ev[ev]), "cudaEventSynchronize", __FILE__, __LINE__))
+    if (cr_check_record(e, cudaEventSynchronize(x->ev[ev]), "cudaEventSynchronize", __FILE__, __LINE__))
         return false;
     return *t->cancel != 0;
-}
-
-static void fill_timings(cr_worker *w, cr_timings *tm)
-{
-    float ms[EV_COUNT] = {0};
-    for (int i = 1; i < EV_COUNT; i++)
-        if (cudaEventElapsedTime(&ms[i], w->ev[i - 1], w->ev[i]) != cudaSuccess)
-            ms[i] = 0;
-    tm->h2d_ms = ms[EV_H2D];
-    tm->kernel_ms = ms[EV_KERNEL];
-    tm->d2h_ms = ms[EV_D2H];
-    snprintf(tm->device, sizeof tm->device, "%s", w->device_name);
-    tm->device_index = w->device;
 }
 
 /* The registry resolved the kernel for this task; a row of another backend, or one that cannot
@@ -189,7 +176,7 @@ static void find_pinned(task_layout *l)
 }
 
 /* Copies the pageable inputs into the worker's pinned staging; pinned ones stay where they are. */
-static cr_status stage_inputs(cr_worker *w, const task_layout *l, char *err, size_t errlen)
+static cr_status stage_inputs(cr_exec *x, const task_layout *l, char *err, size_t errlen)
 {
     size_t staged_in = 0;
     for (int i = 0; i < l->n_in; i++)
@@ -197,14 +184,14 @@ static cr_status stage_inputs(cr_worker *w, const task_layout *l, char *err, siz
             staged_in = l->in_off[i] + l->in_bytes[i];
     size_t out = l->out_pinned ? 0 : l->out_bytes;
     size_t need = staged_in > out ? staged_in : out;
-    if (need && cr_worker_reserve_pinned(w, need) != cudaSuccess) {
+    if (need && cr_exec_reserve_pinned(x, need) != cudaSuccess) {
         cudaGetLastError();
         snprintf(err, errlen, "cannot pin %zu bytes of host staging memory", need);
         return CR_E_NOMEM_HOST;
     }
     for (int i = 0; i < l->n_in; i++)
         if (l->in_bytes[i] && !l->in_pinned[i])
-            memcpy((char *)w->pinned + l->in_off[i], l->in_host[i], l->in_bytes[i]);
+            memcpy((char *)x->pinned + l->in_off[i], l->in_host[i], l->in_bytes[i]);
     return CR_OK;
 }
 
@@ -251,31 +238,36 @@ static int find_resident(const cr_worker *w, const task_layout *l, resident_inpu
 
 /* One copy of the packed inputs when all were staged; else one per input, each from wherever
  * it is pinned; prefetched inputs only wait for their last chunk. */
-static cudaError_t copy_inputs(cr_worker *w, const task_layout *l, char *dev, cr_cuda_err *e)
+static cudaError_t copy_inputs(const cr_exec *x, const task_layout *l, char *dev, cr_cuda_err *e)
 {
     if (!l->any_in_pinned) {
         if (l->in_end)
-            CR_CHECK(e, cudaMemcpyAsync(dev, w->pinned, l->in_end, cudaMemcpyHostToDevice, w->stream));
+            CR_CHECK(e, cudaMemcpyAsync(dev, x->pinned, l->in_end, cudaMemcpyHostToDevice, x->stream));
         return cudaSuccess;
     }
     for (int i = 0; i < l->n_in; i++) {
         if (l->res.on[i] && l->res.done[i])
-            CR_CHECK(e, cudaStreamWaitEvent(w->stream, l->res.done[i], 0));
+            CR_CHECK(e, cudaStreamWaitEvent(x->stream, l->res.done[i], 0));
         if (!l->in_bytes[i] || l->res.on[i])
             continue;
-        const void *src = l->in_pinned[i] ? l->in_host[i] : (const char *)w->pinned + l->in_off[i];
+        const void *src = l->in_pinned[i] ? l->in_host[i] : (const char *)x->pinned + l->in_off[i];
         CR_CHECK(e, cudaMemcpyAsync(dev + l->in_off[i], src, l->in_bytes[i], cudaMemcpyHostToDevice,
-                                    w->stream));
+                                    x->stream));
     }
 cleanup:
     return e->code;
 }
 
-cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err, size_t errlen)
+/* Queues the task on x's stream: its copies in, the kernel, the copy out (and the free of its
+ * device block when it needed one of its own: stream-ordered, so nothing waits here). With check_cancel, waits after each
+ * phase to look at the job's cancel flag (run(): a lane's task is answered once it is done). On
+ * failure nothing of the task is left queued, and err says why. *f: what the wait needs. */
+static cr_status enqueue(cr_worker *w, cr_exec *x, const cr_task *t, bool check_cancel, cr_flight *f, char *err,
+                         size_t errlen)
 {
     cr_cuda_err e = {};
     char *dev = NULL;
-    bool cancelled = false;
+    bool cancelled = false, owned = false;
     task_layout l;
     cr_status st = check_kernel(t, err, errlen);
     if (st != CR_OK)
@@ -293,34 +285,30 @@ cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err,
     find_pinned(&l);
     CR_CHECK(&e, cudaSetDevice(w->device));
     /* device memory first: a task too big for the device fails before any host staging */
-    CR_CHECK(&e, cr_cuda_pool_alloc((void **)&dev, l.total ? l.total : 1, w->pool, w->stream));
+    CR_CHECK(&e, cr_exec_device(w, x, l.total ? l.total : 1, &dev, &owned));
     for (int i = 0; i < l.n_in; i++)
         l.in_dev[i] = l.res.on[i] ? (char *)l.res.dev[i] : dev + l.in_off[i];
-    if ((st = stage_inputs(w, &l, err, errlen)) != CR_OK)
+    if ((st = stage_inputs(x, &l, err, errlen)) != CR_OK)
         goto cleanup;
-    CR_CHECK(&e, cudaEventRecord(w->ev[EV_START], w->stream));
-    CR_CHECK(&e, copy_inputs(w, &l, dev, &e));
-    CR_CHECK(&e, cudaEventRecord(w->ev[EV_H2D], w->stream));
-    if ((cancelled = cancelled_after(w, t, EV_H2D, &e)) || e.code)
+    CR_CHECK(&e, cudaEventRecord(x->ev[EV_START], x->stream));
+    CR_CHECK(&e, copy_inputs(x, &l, dev, &e));
+    CR_CHECK(&e, cudaEventRecord(x->ev[EV_H2D], x->stream));
+    if (check_cancel && ((cancelled = cancelled_after(x, t, EV_H2D, &e)) || e.code))
         goto cleanup;
-    CR_CHECK(&e, run_kernel(w, t, dev, &l, &e));
-    CR_CHECK(&e, cudaEventRecord(w->ev[EV_KERNEL], w->stream));
-    if ((cancelled = cancelled_after(w, t, EV_KERNEL, &e)) || e.code)
+    CR_CHECK(&e, run_kernel(x, t, dev, &l, &e));
+    CR_CHECK(&e, cudaEventRecord(x->ev[EV_KERNEL], x->stream));
+    if (check_cancel && ((cancelled = cancelled_after(x, t, EV_KERNEL, &e)) || e.code))
         goto cleanup;
     if (l.out_bytes && !l.res.out)
-        CR_CHECK(&e, cudaMemcpyAsync(l.out_pinned ? l.out_host : w->pinned, dev + l.out_off, l.out_bytes,
-                                     cudaMemcpyDeviceToHost, w->stream));
-    CR_CHECK(&e, cudaEventRecord(w->ev[EV_D2H], w->stream));
-    CR_CHECK(&e, cudaStreamSynchronize(w->stream));
-    if (l.out_bytes && !l.out_pinned)
-        memcpy(l.out_host, w->pinned, l.out_bytes);
-    if (tm)
-        fill_timings(w, tm);
+        CR_CHECK(&e, cudaMemcpyAsync(l.out_pinned ? l.out_host : x->pinned, dev + l.out_off, l.out_bytes,
+                                     cudaMemcpyDeviceToHost, x->stream));
+    CR_CHECK(&e, cudaEventRecord(x->ev[EV_D2H], x->stream));
+    *f = (cr_flight){l.out_bytes && !l.out_pinned ? l.out_host : NULL, l.out_bytes};
 cleanup:
-    if (dev)
-        cudaFreeAsync(dev, w->stream);
-    if (e.code != cudaSuccess || cancelled)
-        cudaStreamSynchronize(w->stream); /* nothing of this task may still touch the staging */
+    if (owned && dev)
+        cudaFreeAsync(dev, x->stream); /* stream-ordered: after the task */
+    if (e.code != cudaSuccess || cancelled || st != CR_OK)
+        cudaStreamSynchronize(x->stream); /* nothing of this task may still touch the staging */
     if (st != CR_OK && e.code == cudaSuccess)
         return st; /* host staging failed; err says why */
     if (cancelled && !e.code) {
@@ -336,4 +324,37 @@ cleanup:
     else
         snprintf(err, errlen, "%s", e.msg);
     return st;
+}
+
+/* Waits for a queued task: its output copied from the staging where it came back through it. */
+static cr_status complete(cr_worker *w, cr_exec *x, const cr_flight *f, cr_timings *tm, char *err, size_t errlen)
+{
+    cr_cuda_err e = {};
+    CR_CHECK(&e, cudaStreamSynchronize(x->stream));
+    if (f->out_host)
+        memcpy(f->out_host, x->pinned, f->out_bytes);
+cleanup:
+    if (tm)
+        cr_exec_timings(w, x, e.code == cudaSuccess, tm);
+    if (e.code == cudaSuccess)
+        return CR_OK;
+    snprintf(err, errlen, "%s", e.msg);
+    return cr_cuda_status(e.code);
+}
+
+cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err, size_t errlen)
+{
+    cr_flight f;
+    cr_status st = enqueue(w, &w->x, t, true, &f, err, errlen);
+    return st != CR_OK ? st : complete(w, &w->x, &f, tm, err, errlen);
+}
+
+cr_status cr_cuda_run_launch(cr_worker *w, int lane, const cr_task *t, char *err, size_t errlen)
+{
+    return enqueue(w, &w->lane[lane].x, t, false, &w->lane[lane].run, err, errlen);
+}
+
+cr_status cr_cuda_run_wait(cr_worker *w, int lane, cr_timings *tm, char *err, size_t errlen)
+{
+    return complete(w, &w->lane[lane].x, &w->lane[lane].run, tm, err, errlen);
 }

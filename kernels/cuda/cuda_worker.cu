@@ -1,48 +1,59 @@
-/* The cuda worker: a stream and everything bound to it (cuBLAS handle, events, pinned staging),
- * created once and reused for every task the worker runs. */
+/* The cuda worker: its streams and everything bound to each (cuBLAS handle, events, pinned
+ * staging), created once and reused for every task the worker runs. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_worker.h"
 
+/* Best effort: after a sticky fault these fail too, and there is nothing left to do. */
+static void exec_release(cr_exec *x)
+{
+    if (x->dev)
+        cudaFree(x->dev);
+    if (x->blas)
+        cublasDestroy(x->blas);
+    for (int i = 0; i < EV_COUNT; i++)
+        if (x->ev[i])
+            cudaEventDestroy(x->ev[i]);
+    if (x->stream)
+        cudaStreamDestroy(x->stream);
+    if (x->pinned)
+        cudaFreeHost(x->pinned);
+}
+
 static void worker_release(cr_worker *w)
 {
-    /* best effort: after a sticky fault these fail too, and there is nothing left to do */
-    if (w->blas)
-        cublasDestroy(w->blas);
-    for (int i = 0; i < EV_COUNT; i++)
-        if (w->ev[i])
-            cudaEventDestroy(w->ev[i]);
-    if (w->stream)
-        cudaStreamDestroy(w->stream);
-    if (w->pinned)
-        cudaFreeHost(w->pinned);
-    for (int l = 0; l < CR_CUDA_LANES; l++) {
-        cr_lane *lane = &w->lane[l];
-        for (int i = 0; i < EV_COUNT; i++)
-            if (lane->ev[i])
-                cudaEventDestroy(lane->ev[i]);
-        if (lane->stream)
-            cudaStreamDestroy(lane->stream);
-        if (lane->pinned)
-            cudaFreeHost(lane->pinned);
-    }
+    exec_release(&w->x);
+    for (int l = 0; l < CR_CUDA_LANES; l++)
+        exec_release(&w->lane[l].x);
     free(w);
+}
+
+static cudaError_t exec_create(cr_exec *x, cr_cuda_err *e)
+{
+    CR_CHECK(e, cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking));
+    for (int i = 0; i < EV_COUNT; i++)
+        CR_CHECK(e, cudaEventCreate(&x->ev[i]));
+    CR_CHECK(e, cublasCreate(&x->blas));
+    CR_CHECK(e, cublasSetStream(x->blas, x->stream));
+    CR_CHECK(e, cublasSetMathMode(x->blas, CR_CUBLAS_MATH));
+cleanup:
+    return e->code;
 }
 
 /* The first cuBLAS call of a process loads the library's kernels (~100 ms): pay it here, at
  * start-up, not in the first request. */
-static cudaError_t warm_cublas(cr_worker *w, cr_cuda_err *e)
+static cudaError_t warm_cublas(cr_exec *x, cr_cuda_err *e)
 {
     float *d = NULL;
     const float one = 1.0f, zero = 0.0f;
-    CR_CHECK(e, cudaMallocAsync((void **)&d, 3 * 4 * sizeof(float), w->stream));
-    CR_CHECK(e, cudaMemsetAsync(d, 0, 3 * 4 * sizeof(float), w->stream));
-    CR_CHECK(e, cublasSgemm(w->blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, d + 4, 2, &zero, d + 8, 2));
-    CR_CHECK(e, cudaStreamSynchronize(w->stream));
+    CR_CHECK(e, cudaMallocAsync((void **)&d, 3 * 4 * sizeof(float), x->stream));
+    CR_CHECK(e, cudaMemsetAsync(d, 0, 3 * 4 * sizeof(float), x->stream));
+    CR_CHECK(e, cublasSgemm(x->blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, d + 4, 2, &zero, d + 8, 2));
+    CR_CHECK(e, cudaStreamSynchronize(x->stream));
 cleanup:
     if (d)
-        cudaFreeAsync(d, w->stream);
+        cudaFreeAsync(d, x->stream);
     return e->code;
 }
 
@@ -59,19 +70,11 @@ extern "C" cr_status cr_cuda_worker_create(int device, cr_worker **out, char *er
     CR_CHECK(&e, cudaSetDevice(device));
     CR_CHECK(&e, cudaGetDeviceProperties(&prop, device));
     snprintf(w->device_name, sizeof w->device_name, "%.127s", prop.name);
-    CR_CHECK(&e, cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
-    for (int i = 0; i < EV_COUNT; i++)
-        CR_CHECK(&e, cudaEventCreate(&w->ev[i]));
-    for (int l = 0; l < CR_CUDA_LANES; l++) {
-        CR_CHECK(&e, cudaStreamCreateWithFlags(&w->lane[l].stream, cudaStreamNonBlocking));
-        for (int i = 0; i < EV_COUNT; i++)
-            CR_CHECK(&e, cudaEventCreate(&w->lane[l].ev[i]));
-    }
+    CR_CHECK(&e, exec_create(&w->x, &e));
+    for (int l = 0; l < CR_CUDA_LANES; l++)
+        CR_CHECK(&e, exec_create(&w->lane[l].x, &e));
     CR_CHECK(&e, cudaDeviceGetDefaultMemPool(&w->pool, device));
-    CR_CHECK(&e, cublasCreate(&w->blas));
-    CR_CHECK(&e, cublasSetStream(w->blas, w->stream));
-    CR_CHECK(&e, cublasSetMathMode(w->blas, CR_CUBLAS_MATH));
-    CR_CHECK(&e, warm_cublas(w, &e));
+    CR_CHECK(&e, warm_cublas(&w->x, &e));
     *out = w;
     return CR_OK;
 cleanup:
@@ -86,9 +89,9 @@ extern "C" void cr_cuda_worker_destroy(cr_worker *w)
     if (!w)
         return;
     cudaSetDevice(w->device);
-    cudaStreamSynchronize(w->stream);
+    cudaStreamSynchronize(w->x.stream);
     for (int l = 0; l < CR_CUDA_LANES; l++)
-        cudaStreamSynchronize(w->lane[l].stream);
+        cudaStreamSynchronize(w->lane[l].x.stream);
     worker_release(w);
 }
 
@@ -110,6 +113,16 @@ cudaError_t cr_reserve_pinned(void **buf, size_t *have, size_t bytes)
     *buf = p;
     *have = grown;
     return cudaSuccess;
+}
+
+void cr_exec_timings(const cr_worker *w, const cr_exec *x, bool measured, cr_timings *tm)
+{
+    float ms[EV_COUNT] = {0};
+    for (int i = 1; measured && i < EV_COUNT; i++)
+        if (cudaEventElapsedTime(&ms[i], x->ev[i - 1], x->ev[i]) != cudaSuccess)
+            ms[i] = 0;
+    *tm = (cr_timings){ms[EV_H2D], ms[EV_KERNEL], ms[EV_D2H], "", w->device};
+    snprintf(tm->device, sizeof tm->device, "%s", w->device_name);
 }
 
 /* Errors after which the context is unusable: every later call fails the same way. */
@@ -172,4 +185,34 @@ cudaError_t cr_cuda_pool_alloc(void **p, size_t bytes, cudaMemPool_t pool, cudaS
         return cudaErrorMemoryAllocation;
 #endif
     return cudaMallocFromPoolAsync(p, bytes, pool, s);
+}
+
+cudaError_t cr_exec_device(cr_worker *w, cr_exec *x, size_t bytes, char **dev, bool *owned)
+{
+    *dev = NULL;
+    *owned = bytes > CR_EXEC_KEEP_BYTES;
+    if (*owned) {
+        cudaError_t e = cr_cuda_pool_alloc((void **)dev, bytes, w->pool, x->stream);
+        if (e != cudaSuccess)
+            *dev = NULL;
+        return e;
+    }
+#ifdef CRUNCHD_FAULT_INJECTION
+    if (injected_oom()) /* as often as when every task allocated */
+        return cudaErrorMemoryAllocation;
+#endif
+    if (bytes > x->dev_bytes) {
+        size_t grown = 2 * x->dev_bytes < CR_EXEC_KEEP_BYTES ? 2 * x->dev_bytes : CR_EXEC_KEEP_BYTES;
+        grown = grown > bytes ? grown : bytes;
+        char *p = NULL;
+        cudaError_t e = cudaMallocFromPoolAsync((void **)&p, grown, w->pool, x->stream);
+        if (e != cudaSuccess)
+            return e;
+        if (x->dev)
+            cudaFreeAsync(x->dev, x->stream);
+        x->dev = p;
+        x->dev_bytes = grown;
+    }
+    *dev = x->dev;
+    return cudaSuccess;
 }

@@ -11,7 +11,7 @@
 
 enum { EV_START, EV_H2D, EV_KERNEL, EV_D2H, EV_COUNT };
 
-#define CR_CUDA_LANES 2
+#define CR_CUDA_LANES 3
 
 /* The worker handle's math modes. Both forbid reductions in the output type: with float16 or
  * bfloat16 C, cuBLAS's split-K kernels otherwise round each partial sum to the 16-bit type
@@ -21,50 +21,76 @@ enum { EV_START, EV_H2D, EV_KERNEL, EV_D2H, EV_COUNT };
 #define CR_CUBLAS_MATH_TF32 \
     ((cublasMath_t)(CUBLAS_TF32_TENSOR_OP_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))
 
-/* A batch in flight (cuda_batch.cu): its own stream, events and pinned staging, so the next
- * batch's copies run while this one's kernel does. */
+/* A stream and what is bound to it: a cuBLAS handle, the phases' events, pinned staging. The
+ * worker has one for run() and one per lane; a lane's own handle means no two lanes ever share
+ * a cuBLAS workspace while both have work queued. */
 typedef struct {
     cudaStream_t stream;
+    cublasHandle_t blas;     /* bound to `stream` */
     cudaEvent_t ev[EV_COUNT];
-    void *pinned;            /* inputs packed, then the outputs: one copy each way */
+    void *pinned;            /* staging for inputs, then outputs; grown on demand, kept */
     size_t pinned_bytes;
-    cr_task *const *tasks;   /* the batch in flight (NULL: the lane is free) */
+    char *dev;               /* device memory for its tasks (cr_exec_device); grown on demand, kept */
+    size_t dev_bytes;
+} cr_exec;
+
+/* A task queued alone on a lane (run_launch), until run_wait: what its answer still needs. */
+typedef struct {
+    void *out_host;          /* the output's host buffer, when it comes back through staging */
+    size_t out_bytes;
+} cr_flight;
+
+/* What a lane has in flight: a batch (cuda_batch.cu), so the next batch's copies run while this
+ * one's kernel does, or one task alone (cuda_run.cu). */
+typedef struct {
+    cr_exec x;
+    cr_task *const *tasks;   /* the batch in flight (NULL: none) */
     int n;
     size_t out_off, out_each;/* task i's output at pinned + out_off + i * out_each */
+    cr_flight run;           /* the task alone in flight */
     cr_cuda_err e;
 } cr_lane;
 
 struct cr_worker {
     int device;
     char device_name[128];
-    cudaStream_t stream;
-    cublasHandle_t blas;     /* bound to `stream` */
     cudaMemPool_t pool;      /* the device's pool, shared by its workers; memory is kept for reuse */
-    cudaEvent_t ev[EV_COUNT];
-    void *pinned;            /* staging for inputs, then outputs; grown on demand, kept */
-    size_t pinned_bytes;
+    cr_exec x;               /* run()'s */
     cr_lane lane[CR_CUDA_LANES];
 };
 
 /* Grows a pinned staging buffer to at least `bytes` (the old contents are not kept). */
 cudaError_t cr_reserve_pinned(void **buf, size_t *have, size_t bytes);
-static inline cudaError_t cr_worker_reserve_pinned(cr_worker *w, size_t bytes)
+static inline cudaError_t cr_exec_reserve_pinned(cr_exec *x, size_t bytes)
 {
-    return cr_reserve_pinned(&w->pinned, &w->pinned_bytes, bytes);
+    return cr_reserve_pinned(&x->pinned, &x->pinned_bytes, bytes);
 }
+
+/* The phases of the last task or batch on x, from its events (zeros unless measured). */
+void cr_exec_timings(const cr_worker *w, const cr_exec *x, bool measured, cr_timings *tm);
 
 /* The backend status for a failed CUDA call. Clears a non-sticky error so the worker stays
  * usable; a sticky one (the context is corrupt) is CR_E_FATAL. */
 cr_status cr_cuda_status(cudaError_t e);
 
-/* Runs one task (cuda_run.cu). */
+/* Runs one task (cuda_run.cu): at once, or queued alone on a lane; see cr_backend.run_launch. */
 cr_status cr_cuda_run(cr_worker *w, const cr_task *t, cr_timings *tm, char *err, size_t errlen);
+cr_status cr_cuda_run_launch(cr_worker *w, int lane, const cr_task *t, char *err, size_t errlen);
+cr_status cr_cuda_run_wait(cr_worker *w, int lane, cr_timings *tm, char *err, size_t errlen);
 uint64_t cr_cuda_task_device_bytes(const cr_task *t);
 
 /* Batches (cuda_batch.cu); see cr_backend.batch_launch. */
 cr_status cr_cuda_batch_launch(cr_worker *w, int lane, cr_task *const *tasks, int n, cr_status *st, char *err,
                                size_t errlen);
 void cr_cuda_batch_wait(cr_worker *w, int lane, cr_status *st, cr_timings *tm, char *err, size_t errlen);
+
+/* Device memory for one task or batch on x (a stream runs one at a time, and orders the next one's
+ * use after the last one's): x's own block, kept between tasks and grown on demand up to
+ * CR_EXEC_KEEP_BYTES, since a pool allocation and free per task cost the worker more CPU than
+ * the launch (14% of a worker's samples serving 256² GEMMs, H100). A bigger task gets a block
+ * of its own from the pool (*owned: the caller frees it on x's stream after the task). */
+#define CR_EXEC_KEEP_BYTES (64ull << 20)
+cudaError_t cr_exec_device(cr_worker *w, cr_exec *x, size_t bytes, char **dev, bool *owned);
 
 /* Device memory for a task or a batch from the worker's pool. Fault builds fail a share of
  * these (CRUNCHD_FAULT_DEVICE_OOM_PERMILLE, 0..1000) as a full device would, so the soak

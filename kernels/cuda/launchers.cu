@@ -1,5 +1,5 @@
 /* The registry's CUDA launchers (kernels/cuda/launchers.h): each turns a prepared launch into one
- * kernel or library call on the worker's stream. Row-major C = op(A)·op(B) is column-major
+ * kernel or library call on the stream it is given. Row-major C = op(A)·op(B) is column-major
  * Cᵀ = op(B)ᵀ·op(A)ᵀ for cuBLAS: the row-major buffers already are the column-major transposes,
  * so operands swap and m↔n, no copies. */
 #include "kernels/cuda/ata_hist_kernels.h"
@@ -20,7 +20,7 @@ static cr_gemm_dev gemm_dev(const cr_cuda_launch *l)
     extern "C" int cr_cuda_launch_gemm_##NAME(cr_cuda_launch *l)                                  \
     {                                                                                             \
         cr_gemm_dev g = gemm_dev(l);                                                              \
-        return cr_cuda_gemm_##NAME(&g, l->t->dtype, l->w->stream);                                \
+        return cr_cuda_gemm_##NAME(&g, l->t->dtype, l->x->stream);                                \
     }
 
 OWN_GEMM(naive)
@@ -38,7 +38,7 @@ OWN_GEMM(tc)
     extern "C" int cr_cuda_launch_gemm_##ROW(cr_cuda_launch *l)                                   \
     {                                                                                             \
         cr_gemm_dev g = gemm_dev(l);                                                              \
-        return cr_cuda_gemm_##KERNEL##_ws(&g, l->t->dtype, l->scratch, l->scratch_bytes, l->w->stream); \
+        return cr_cuda_gemm_##KERNEL##_ws(&g, l->t->dtype, l->scratch, l->scratch_bytes, l->x->stream); \
     }                                                                                             \
     extern "C" uint64_t cr_cuda_scratch_gemm_##ROW(const cr_task *t)                              \
     {                                                                                             \
@@ -54,7 +54,7 @@ SCRATCH_GEMM(tc_3xtf32, 3xtf32)
 extern "C" int cr_cuda_launch_gemm_tc_tf32(cr_cuda_launch *l)
 {
     cr_gemm_dev g = gemm_dev(l);
-    return cr_cuda_gemm_tc_tf32_ws(&g, l->t->dtype, l->scratch, l->scratch_bytes, l->w->stream);
+    return cr_cuda_gemm_tc_tf32_ws(&g, l->t->dtype, l->scratch, l->scratch_bytes, l->x->stream);
 }
 
 /* what the wgmma path may need: the transposed operands, for every problem its size rule could
@@ -99,9 +99,9 @@ static cublasStatus_t gemm_strided(cublasHandle_t h, const cr_gemm_dev *g, cr_dt
                                      ldc, sc, batch);
 }
 
-static cublasStatus_t cublas_gemm(cr_worker *w, cr_dtype dt, const cr_gemm_dev *g)
+static cublasStatus_t cublas_gemm(const cr_exec *x, cr_dtype dt, const cr_gemm_dev *g)
 {
-    return gemm_strided(w->blas, g, dt, 1);
+    return gemm_strided(x->blas, g, dt, 1);
 }
 
 cublasStatus_t cr_cublas_gemm_batched(cublasHandle_t h, const cr_gemm_task *t, cr_dtype dt, bool tf32,
@@ -121,22 +121,22 @@ cublasStatus_t cr_cublas_gemm_batched(cublasHandle_t h, const cr_gemm_task *t, c
 extern "C" int cr_cuda_launch_gemm_cublas(cr_cuda_launch *l)
 {
     cr_gemm_dev g = gemm_dev(l);
-    CR_CHECK(l->e, cublas_gemm(l->w, l->t->dtype, &g));
+    CR_CHECK(l->e, cublas_gemm(l->x, l->t->dtype, &g));
 cleanup:
     return l->e->code;
 }
 
-/* TF32 tensor-op math for this one call, then back to exact FP32 for the worker's next task. */
+/* TF32 tensor-op math for this one call, then back to exact FP32 for the handle's next task. */
 extern "C" int cr_cuda_launch_gemm_cublas_tf32(cr_cuda_launch *l)
 {
     bool set = false;
     cr_gemm_dev g = gemm_dev(l);
-    CR_CHECK(l->e, cublasSetMathMode(l->w->blas, CR_CUBLAS_MATH_TF32));
+    CR_CHECK(l->e, cublasSetMathMode(l->x->blas, CR_CUBLAS_MATH_TF32));
     set = true;
-    CR_CHECK(l->e, cublas_gemm(l->w, l->t->dtype, &g));
+    CR_CHECK(l->e, cublas_gemm(l->x, l->t->dtype, &g));
 cleanup:
     if (set)
-        cr_check_record(l->e, cublasSetMathMode(l->w->blas, CR_CUBLAS_MATH), "restore math mode", __FILE__,
+        cr_check_record(l->e, cublasSetMathMode(l->x->blas, CR_CUBLAS_MATH), "restore math mode", __FILE__,
                         __LINE__);
     return l->e->code;
 }
@@ -154,25 +154,25 @@ extern "C" int cr_cuda_launch_ata_gemm(cr_cuda_launch *l)
 {
     const cr_ata_task *at = &l->t->u.ata;
     cr_gemm_dev g = {at->n, at->n, at->m, !at->trans_a, at->trans_a, 1.0, 0.0, l->in[0], l->in[0], l->out};
-    return cr_cuda_gemm_dbuf(&g, l->t->dtype, l->w->stream);
+    return cr_cuda_gemm_dbuf(&g, l->t->dtype, l->x->stream);
 }
 
 extern "C" int cr_cuda_launch_ata_basic(cr_cuda_launch *l)
 {
     cr_ata_dev d = ata_dev(l);
-    return cr_cuda_ata_basic(&d, l->t->dtype, l->w->stream);
+    return cr_cuda_ata_basic(&d, l->t->dtype, l->x->stream);
 }
 
 extern "C" int cr_cuda_launch_ata_symtile(cr_cuda_launch *l)
 {
     cr_ata_dev d = ata_dev(l);
-    return cr_cuda_ata_symtile(&d, l->t->dtype, l->w->stream);
+    return cr_cuda_ata_symtile(&d, l->t->dtype, l->x->stream);
 }
 
 extern "C" int cr_cuda_launch_ata_dmma(cr_cuda_launch *l)
 {
     cr_ata_dev d = ata_dev(l);
-    return cr_cuda_ata_dmma(&d, l->t->dtype, l->w->stream);
+    return cr_cuda_ata_dmma(&d, l->t->dtype, l->x->stream);
 }
 
 extern "C" uint64_t cr_cuda_scratch_ata_symtile(const cr_task *t)
@@ -202,7 +202,7 @@ cublasStatus_t cr_cublas_ata_batched(cublasHandle_t h, const cr_ata_task *t, cr_
 
 extern "C" int cr_cuda_launch_ata_cublas_gemm(cr_cuda_launch *l)
 {
-    CR_CHECK(l->e, cr_cublas_ata_batched(l->w->blas, &l->t->u.ata, l->t->dtype, l->in[0], l->out, 1));
+    CR_CHECK(l->e, cr_cublas_ata_batched(l->x->blas, &l->t->u.ata, l->t->dtype, l->in[0], l->out, 1));
 cleanup:
     return l->e->code;
 }
@@ -216,14 +216,14 @@ extern "C" int cr_cuda_launch_ata_cublas_syrk(cr_cuda_launch *l)
     int n = (int)at->n, k = (int)at->m, lda = (int)ld_of(at->trans_a ? at->m : at->n);
     if (l->t->dtype == CR_DT_F64) {
         const double one = 1.0, zero = 0.0;
-        CR_CHECK(l->e, cublasDsyrk(l->w->blas, CUBLAS_FILL_MODE_LOWER, op, n, k, &one, (const double *)l->in[0],
+        CR_CHECK(l->e, cublasDsyrk(l->x->blas, CUBLAS_FILL_MODE_LOWER, op, n, k, &one, (const double *)l->in[0],
                                    lda, &zero, (double *)l->out, (int)ld_of(n)));
     } else {
         const float one = 1.0f, zero = 0.0f;
-        CR_CHECK(l->e, cublasSsyrk(l->w->blas, CUBLAS_FILL_MODE_LOWER, op, n, k, &one, (const float *)l->in[0],
+        CR_CHECK(l->e, cublasSsyrk(l->x->blas, CUBLAS_FILL_MODE_LOWER, op, n, k, &one, (const float *)l->in[0],
                                    lda, &zero, (float *)l->out, (int)ld_of(n)));
     }
-    CR_CHECK(l->e, cr_cuda_mirror_upper(l->out, at->n, l->t->dtype, l->w->stream));
+    CR_CHECK(l->e, cr_cuda_mirror_upper(l->out, at->n, l->t->dtype, l->x->stream));
 cleanup:
     return l->e->code;
 }
@@ -240,7 +240,7 @@ static cr_hist_dev hist_dev(const cr_cuda_launch *l)
     extern "C" int cr_cuda_launch_hist_##NAME(cr_cuda_launch *l)                                  \
     {                                                                                             \
         cr_hist_dev d = hist_dev(l);                                                              \
-        return cr_cuda_hist_##NAME(&d, l->t->dtype, l->w->stream);                                \
+        return cr_cuda_hist_##NAME(&d, l->t->dtype, l->x->stream);                                \
     }
 
 OWN_HIST(global)
@@ -251,7 +251,7 @@ extern "C" int cr_cuda_launch_hist_cub(cr_cuda_launch *l)
 {
     cr_hist_dev d = hist_dev(l);
     size_t temp_bytes = l->scratch_bytes;
-    return cr_cuda_hist_cub(&d, l->t->dtype, l->scratch, &temp_bytes, l->w->stream);
+    return cr_cuda_hist_cub(&d, l->t->dtype, l->scratch, &temp_bytes, l->x->stream);
 }
 
 extern "C" uint64_t cr_cuda_scratch_hist_cub(const cr_task *t)
@@ -269,13 +269,13 @@ extern "C" int cr_cuda_launch_hist_batched(cr_cuda_launch *l)
     cr_hist_job job;
     const cr_hist_task *h = &l->t->u.hist;
     CR_CHECK(l->e, cr_hist_job_make(&d, l->t->dtype, &job));
-    CR_CHECK(l->e, cudaMemsetAsync(l->out, 0, (size_t)h->bins * sizeof(unsigned long long), l->w->stream));
+    CR_CHECK(l->e, cudaMemsetAsync(l->out, 0, (size_t)h->bins * sizeof(unsigned long long), l->x->stream));
     if (h->count == 0)
         return cudaSuccess;
     /* from pageable memory: the call returns once `job` is staged, so the stack frame may go */
-    CR_CHECK(l->e, cudaMemcpyAsync(l->scratch, &job, sizeof job, cudaMemcpyHostToDevice, l->w->stream));
+    CR_CHECK(l->e, cudaMemcpyAsync(l->scratch, &job, sizeof job, cudaMemcpyHostToDevice, l->x->stream));
     CR_CHECK(l->e, cr_cuda_hist_batched((const cr_hist_job *)l->scratch, 1, h->bins, h->count, l->t->dtype,
-                                        l->w->stream));
+                                        l->x->stream));
 cleanup:
     return l->e->code;
 }
@@ -287,8 +287,8 @@ __global__ void fault_illegal_address_kernel(int *p) { *p = 42; }
 
 extern "C" int cr_cuda_launch_fault_illegal_address(cr_cuda_launch *l)
 {
-    fault_illegal_address_kernel<<<1, 1, 0, l->w->stream>>>((int *)(uintptr_t)0x10);
+    fault_illegal_address_kernel<<<1, 1, 0, l->x->stream>>>((int *)(uintptr_t)0x10);
     cudaError_t e = cudaGetLastError();
-    return e != cudaSuccess ? e : cudaStreamSynchronize(l->w->stream);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(l->x->stream);
 }
 #endif

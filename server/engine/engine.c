@@ -127,6 +127,20 @@ static void mark_batchable(cr_engine *e, cr_job *j)
     j->batchable = true;
 }
 
+/* Up to this much device memory, a job that is not batched still runs on a lane, its worker
+ * going on to the next job meanwhile (a 2048² float32 GEMM takes 48 MiB). Bigger jobs run one
+ * at a time per worker: they gain nothing from overlap, and each lane would hold their device
+ * and pinned staging memory at once. */
+#define LANED_MAX_BYTES (64ull << 20)
+
+/* Whether a job that is not batched may still run on a lane: the backend can, and the job is
+ * neither compare mode (several runs, checked on the host) nor test-delayed nor big. */
+static void mark_laned(cr_engine *e, cr_job *j, uint64_t device_bytes)
+{
+    j->laned = !j->batchable && e->b->run_launch && e->b->lanes > 0 && j->req.kernel.mode != CR_KERNEL_ALL &&
+               j->debug_delay_ms <= 0 && device_bytes <= LANED_MAX_BYTES;
+}
+
 /* A job whose tensors are in a device's memory (CUDA shared memory) runs on that device: every
  * other one counts as tried already, so the queue gives it to that device's workers only. */
 static int place_on_data(cr_engine *e, cr_job *j, cr_error *err)
@@ -153,6 +167,7 @@ int cr_engine_submit(cr_engine *e, cr_job *j, cr_error *err)
         return -1;
     mark_batchable(e, j);
     uint64_t need = e->b->task_device_bytes(&j->req.task);
+    mark_laned(e, j, need);
     if (need > e->max_device_bytes)
         return cr_fail(err, 507, "device_memory", "",
                        "the job needs %.1f MiB of device memory; the largest device has %.1f MiB",
@@ -291,15 +306,15 @@ void cr_engine_gauges(cr_engine *e, cr_metrics_gauges *g)
     }
 }
 
-/* A worker's lanes: batch_lanes of the backend (none when batching is off), each with room for
- * a whole batch. */
+/* A worker's lanes: the backend's (none when it has neither batches nor tasks on lanes), each
+ * with room for a whole batch. */
 static int give_lanes(cr_engine *e, cr_worker_slot *w)
 {
     int max = e->take.max;
     w->taken = calloc((size_t)max, sizeof *w->taken);
     if (!w->taken)
         return -1;
-    w->n_lanes = e->b->batch_launch && e->cfg->batch_max > 0 ? e->b->batch_lanes : 0;
+    w->n_lanes = (e->b->batch_launch && e->cfg->batch_max > 0) || e->b->run_launch ? e->b->lanes : 0;
     w->n_lanes = w->n_lanes > CR_MAX_LANES ? CR_MAX_LANES : w->n_lanes;
     for (int l = 0; l < w->n_lanes; l++) {
         cr_lane_slot *s = &w->lanes[l];

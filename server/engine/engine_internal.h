@@ -17,13 +17,14 @@ enum { CANCEL_NONE, CANCEL_CLIENT, CANCEL_DEADLINE, CANCEL_DRAIN };
 
 #define CR_MAX_LANES 4
 
-/* One batch a worker has in flight on a lane of its backend worker. */
+/* What a worker has in flight on a lane of its backend worker: a batch, or one job alone. */
 typedef struct {
     cr_job **jobs;
     cr_task **tasks;
     cr_status *st;
     cr_timings *tm;
     int n;                    /* 0: free; guarded by the engine's current_mu for tick's reads */
+    bool alone;               /* jobs[0] through run_launch, not a batch */
     double launched_at;
 } cr_lane_slot;
 

@@ -41,6 +41,7 @@ struct cr_job {
     volatile int cancel;          /* set by DELETE, client disconnect or deadline */
     bool ran;                     /* a worker ran its kernel (req.task.kernel) */
     bool batchable;               /* may share a launch with queued jobs of its batch_key */
+    bool laned;                   /* else may still run alone on a lane (run_launch), not awaited */
     cr_batch_key batch_key;
     int batch;                    /* jobs in the launch it ran in (1: alone) */
     uint32_t devices_tried;       /* devices that had no room for it (bit per device) */

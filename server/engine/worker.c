@@ -1,12 +1,15 @@
 /* The workers. Each takes from the one shared queue, so the least busy worker of any device takes
  * the next job, and runs either
- *   - a job alone, through the backend's run() (big jobs, named hand-written kernels, compare
- *     mode), or
  *   - a batch of small jobs with one batch key (one job or many) on a lane of its backend worker:
- *     one copy in, one launch, one copy out. Up to batch_lanes batches are in flight per worker;
- *     the worker takes the next batch while earlier ones run, and waits for the oldest only when
- *     its lanes are full or nothing else is ready, so the device is not left idle between jobs.
- * Every job keeps its own answer, status and timings; a batch's timings are its phases. */
+ *     one copy in, one launch, one copy out;
+ *   - a job that is not batched (named hand-written kernels, jobs too big to gain from sharing a
+ *     launch) on a lane too, through the backend's run_launch: its own copies and kernel; or
+ *   - a job alone through the backend's run(), the worker waiting for it (compare mode, jobs
+ *     over the engine's LANED_MAX_BYTES, backends without lanes).
+ * Up to the backend's lanes are in flight per worker; the worker takes the next job while earlier
+ * ones run, and waits for the oldest only when its lanes are full or nothing else is ready, so
+ * the device is not left idle between jobs nor a thread spent per job in flight. Every job keeps
+ * its own answer, status and timings; a batch's timings are its phases. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -121,6 +124,7 @@ static void finish_lane(cr_engine *e, cr_worker_slot *w, cr_lane_slot *l, const 
     cr_engine_device_busy(e, w->device, l->launched_at, cr_now(), n);
     for (int i = 0; i < n; i++)
         end_job(e, w, l->jobs[i], &l->tm[i], l->st[i], msg);
+    l->alone = false;
     lane_publish(e, l, 0);
     cr_queue_done(&e->q, n);
     for (int i = 0; i < n; i++)
@@ -161,11 +165,44 @@ static bool launch_batch(cr_engine *e, cr_worker_slot *w, int li, cr_job **jobs,
     return false;
 }
 
+/* Starts job j alone on lane li. True when the lane is now busy; false when the job ended here
+ * (cancelled meanwhile, failed to launch) or went back to the queue for another device. */
+static bool launch_alone(cr_engine *e, cr_worker_slot *w, int li, cr_job *j)
+{
+    cr_lane_slot *l = &w->lanes[li];
+    char msg[256] = "";
+    if (!start_job(e, j)) {
+        cr_queue_done(&e->q, 1);
+        cr_job_release(j);
+        return false;
+    }
+    j->batch = 1;
+    l->jobs[0] = j;
+    l->tasks[0] = &j->req.task;
+    l->tm[0] = (cr_timings){0};
+    l->alone = true;
+    lane_publish(e, l, 1);
+    l->launched_at = cr_now();
+    l->st[0] = e->b->run_launch(w->bw, li, &j->req.task, msg, sizeof msg);
+    if (l->st[0] == CR_OK)
+        return true;
+    if (l->st[0] == CR_E_NOMEM_DEVICE && try_elsewhere(e, w, j)) {
+        l->alone = false;
+        lane_publish(e, l, 0);
+        return false; /* the queue holds it (and its reference) again */
+    }
+    finish_lane(e, w, l, msg);
+    return false;
+}
+
 static void complete_lane(cr_engine *e, cr_worker_slot *w, int li)
 {
     char msg[256] = "";
     cr_lane_slot *l = &w->lanes[li];
-    e->b->batch_wait(w->bw, li, l->st, l->tm, msg, sizeof msg);
+    if (l->alone)
+        l->st[0] = e->b->run_wait(w->bw, li, &l->tm[0], msg, sizeof msg);
+    else
+        e->b->batch_wait(w->bw, li, l->st, l->tm, msg, sizeof msg);
     finish_lane(e, w, l, msg);
 }
 
@@ -186,10 +223,11 @@ void *cr_worker_main(void *arg)
             inflight--;
             continue;
         }
-        if (!w->taken[0]->batchable) {
+        cr_job *first = w->taken[0];
+        if (!first->batchable && !first->laned) {
             for (; inflight; inflight--, oldest = (oldest + 1) % w->n_lanes)
                 complete_lane(e, w, oldest);
-            run_alone(e, w, w->taken[0]);
+            run_alone(e, w, first);
             continue;
         }
         if (inflight == w->n_lanes) {
@@ -197,7 +235,8 @@ void *cr_worker_main(void *arg)
             oldest = (oldest + 1) % w->n_lanes;
             inflight--;
         }
-        if (launch_batch(e, w, (oldest + inflight) % w->n_lanes, w->taken, n))
+        int li = (oldest + inflight) % w->n_lanes;
+        if (first->batchable ? launch_batch(e, w, li, w->taken, n) : launch_alone(e, w, li, first))
             inflight++;
     }
     return NULL;

@@ -252,7 +252,8 @@ static void test_every_kernel(void)
 }
 
 /* A 200000² float AᵀA (160 GB) fits no device: its A is tiny, and nothing is written. */
-static void test_out_of_memory(void)
+/* An AᵀA whose 200000² output no device holds (160 GB). */
+static cr_task too_big_task(void)
 {
     static float a[200000];
     cr_task t = {};
@@ -260,6 +261,12 @@ static void test_out_of_memory(void)
     t.dtype = CR_DT_F32;
     t.kernel = K(t.op, "symtile");
     t.u.ata = {1, 200000, false, a, (void *)a};
+    return t;
+}
+
+static void test_out_of_memory(void)
+{
+    cr_task t = too_big_task();
     char err[256] = "";
     cr_status st = run(&t, NULL, err);
     expect(st == CR_E_NOMEM_DEVICE, "too large a task is CR_E_NOMEM_DEVICE", err);
@@ -514,15 +521,66 @@ static void test_batches_two_lanes(void)
     std::vector<cr_status> s0(12), s1(20);
     std::vector<cr_timings> t0(12), t1(20);
     char err[256] = "";
-    expect(B->batch_lanes >= 2, "two lanes");
+    expect(B->lanes >= 2, "two lanes");
     expect(B->batch_launch(W, 0, g0.tp.data(), 12, s0.data(), err, sizeof err) == CR_OK, "lane 0 launch", err);
     expect(B->batch_launch(W, 1, g1.tp.data(), 20, s1.data(), err, sizeof err) == CR_OK, "lane 1 launch", err);
     B->batch_wait(W, 0, s0.data(), t0.data(), err, sizeof err);
     B->batch_wait(W, 1, s1.data(), t1.data(), err, sizeof err);
     check_gemm_batch("two lanes: lane 0", g0, s0.data(), 1e-5);
     check_gemm_batch("two lanes: lane 1", g1, s1.data(), 1e-5);
-    /* the worker's own stream still works after its cuBLAS handle followed the lanes */
+    /* the worker's own stream works beside the lanes' */
     test_gemm(K(CR_OP_GEMM, "cublas"), CR_DT_F32);
+}
+
+/* Tasks alone on lanes (run_launch / run_wait): one in flight on every lane at once, each with
+ * its own kernel, waited for in launch order, then a batch beside them; twice, so lanes are
+ * reused. In the second round lane 0's task has its operands and output in pinned memory (no
+ * staging), and a task too big for the device is refused at launch with its lane left free. */
+static void test_run_lanes(void)
+{
+    const char *rows[] = {"dbuf", "cublas", "vec", "blocktile"};
+    char err[256] = "";
+    expect(B->lanes >= 3 && B->run_launch && B->run_wait, "three lanes that take tasks alone");
+    for (int round = 0; round < 2; round++) {
+        gemm_batch g;
+        int n = B->lanes;
+        make_gemm_batch(g, n, 97, 83 + round, 71 + 60 * round, round == 1, round == 0, CR_DT_F32, CR_PREC_DEFAULT);
+        size_t a_bytes = g.a[0].raw.size(), b_bytes = g.b[0].raw.size(), c_bytes = g.out[0].size();
+        void *pa = NULL, *pb = NULL, *pc = NULL;
+        if (round == 1) {
+            pa = B->host_alloc(a_bytes), pb = B->host_alloc(b_bytes), pc = B->host_alloc(c_bytes);
+            expect(pa && pb && pc, "pinned operands");
+            memcpy(pa, g.a[0].raw.data(), a_bytes);
+            memcpy(pb, g.b[0].raw.data(), b_bytes);
+            memset(pc, 0xff, c_bytes);
+            g.t[0].u.gemm.a = pa, g.t[0].u.gemm.b = pb, g.t[0].u.gemm.c_out = pc;
+            cr_task huge = too_big_task();
+            expect(B->run_launch(W, 0, &huge, err, sizeof err) == CR_E_NOMEM_DEVICE,
+                   "a task too big for the device is refused at launch", err);
+        }
+        for (int l = 0; l < n; l++) {
+            g.t[l].kernel = K(CR_OP_GEMM, rows[(l + round) % 4]);
+            expect(B->run_launch(W, l, &g.t[l], err, sizeof err) == CR_OK, "run_launch", err);
+        }
+        gemm_batch h;
+        make_gemm_batch(h, 5, 30, 20, 10, false, true, CR_DT_F32, CR_PREC_DEFAULT);
+        std::vector<cr_status> st(n), hs(5);
+        std::vector<cr_timings> ht(5);
+        for (int l = 0; l < n; l++) {
+            cr_timings tm = {};
+            st[l] = B->run_wait(W, l, &tm, err, sizeof err);
+            expect(st[l] == CR_OK && tm.device[0] && tm.kernel_ms > 0, "run_wait: done, with timings", err);
+            if (l == 0) /* lane 0 is free again: a batch while the others still run */
+                expect(B->batch_launch(W, 0, h.tp.data(), 5, hs.data(), err, sizeof err) == CR_OK,
+                       "a batch on a lane a task alone left", err);
+        }
+        B->batch_wait(W, 0, hs.data(), ht.data(), err, sizeof err);
+        check_gemm_batch("a batch after tasks alone", h, hs.data(), 1e-5);
+        if (pc)
+            memcpy(g.out[0].data(), pc, c_bytes);
+        check_gemm_batch(round ? "tasks alone on lanes, pinned lane 0" : "tasks alone on lanes", g, st.data(), 1e-5);
+        B->host_free(pa), B->host_free(pb), B->host_free(pc);
+    }
 }
 
 static void test_batches_ata(void)
@@ -907,6 +965,7 @@ int main(void)
     test_prefetch_abandoned();
     test_batches_gemm();
     test_batches_two_lanes();
+    test_run_lanes();
     test_batches_ata();
     test_batches_hist(CR_DT_U8);
     test_batches_hist(CR_DT_F32);
