@@ -248,12 +248,12 @@ static void launch_registry(int64_t m, int64_t n, int64_t kk)
     size_t bytes = (size_t)cr_cuda_scratch_gemm_dbuf(&t);
     if (bytes > B.work_bytes)
         CK(cudaErrorMemoryAllocation);
-    cr_worker w;
-    memset(&w, 0, sizeof w);
-    w.stream = 0;
+    cr_exec x;
+    memset(&x, 0, sizeof x);
+    x.stream = 0;
     cr_cuda_err e;
     memset(&e, 0, sizeof e);
-    cr_cuda_launch l = {&w, &t, {B.a, B.b, NULL}, B.c, bytes ? B.work : NULL, bytes, &e};
+    cr_cuda_launch l = {&x, &t, {B.a, B.b, NULL}, B.c, bytes ? B.work : NULL, bytes, &e};
     CK((cudaError_t)cr_cuda_launch_gemm_dbuf(&l));
 }
 

@@ -36,6 +36,7 @@
  * an H100 slower per unit of work than both: kept for the tuning hook and other devices' costs). */
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/smem_opt_in.cuh"
 
 #include <limits.h>
 
@@ -388,19 +389,11 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     }
 }
 
-/* Opt in to the kernel's shared memory (once per kernel: one GPU type per process; a race sets
- * it twice, harmlessly). */
+/* Opt in to the kernel's shared memory on this device. */
 template <class C, bool TRANS, bool VEC, bool CVEC> cudaError_t dm_prepare(void)
 {
-    static bool opted_in;
-    if (!opted_in) {
-        cudaError_t e = cudaFuncSetAttribute(ata_dmma_kernel<C, TRANS, VEC, CVEC>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem(TRANS));
-        if (e != cudaSuccess)
-            return e;
-        opted_in = true;
-    }
-    return cudaSuccess;
+    static cr_smem_opt_in opted;
+    return cr_opt_in_smem(opted, ata_dmma_kernel<C, TRANS, VEC, CVEC>, C::smem(TRANS));
 }
 
 /* Blocks of the configuration's schedule for n, and the tiles per edge it passes the kernel. */

@@ -17,6 +17,7 @@
  * the same kernel copies element by element (VEC = false). */
 #include "kernels/cuda/ata_hist_kernels.h"
 #include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/smem_opt_in.cuh"
 
 #define SYM_THREADS 256
 #define SYM_BK 16
@@ -526,19 +527,19 @@ typedef s32_cfg<16, 4, 4> s32_k16s4u4;  /* 64 KB */
 typedef s32_cfg<16, 3, 8> s32_k16s3u8;
 #define S32_GROUP 8
 
-/* Opt in to more than 48 KB of shared memory (once per kernel) and ask how many blocks fit an
+/* Opt in to more than 48 KB of shared memory (on this device) and ask how many blocks fit an
  * SM (once: it depends on the kernel's resources only, one GPU type per process). */
 template <typename C, bool VEC>
 static cudaError_t s32_prepare(int *resident)
 {
+    static cr_smem_opt_in opted;
     static int cached = 0; /* a race writes the same values twice: harmless */
+    if (C::SMEM > 48 * 1024) {
+        cudaError_t e = cr_opt_in_smem(opted, ata_s32_kernel<C, VEC>, C::SMEM);
+        if (e != cudaSuccess)
+            return e;
+    }
     if (cached == 0) {
-        if (C::SMEM > 48 * 1024) {
-            cudaError_t e = cudaFuncSetAttribute(ata_s32_kernel<C, VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 (int)C::SMEM);
-            if (e != cudaSuccess)
-                return e;
-        }
         int r = 0;
         cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r, ata_s32_kernel<C, VEC>, C::NT, C::SMEM);
         if (e != cudaSuccess)
@@ -1104,14 +1105,14 @@ template <typename F> static auto s32w_with(int cfg, int sub, F f)
 template <typename C>
 static cudaError_t s32w_prepare(int *resident)
 {
+    static cr_smem_opt_in opted;
     static int cached = 0;
+    if (C::SMEM > 48 * 1024) {
+        cudaError_t e = cr_opt_in_smem(opted, ata_s32w_kernel<C>, C::SMEM);
+        if (e != cudaSuccess)
+            return e;
+    }
     if (cached == 0) {
-        if (C::SMEM > 48 * 1024) {
-            cudaError_t e = cudaFuncSetAttribute(ata_s32w_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 (int)C::SMEM);
-            if (e != cudaSuccess)
-                return e;
-        }
         int r = 0;
         cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r, ata_s32w_kernel<C>, C::NT, C::SMEM);
         if (e != cudaSuccess)

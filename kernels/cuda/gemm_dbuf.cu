@@ -29,6 +29,7 @@
  *    waves run as above and the last partial wave's tiles are shared among one full wave of
  *    blocks, fixed up in block order (gemm_dbuf_sk_kernel, dbuf_sk_fixup, dbuf_sk_make). */
 #include "kernels/cuda/gemm_common.cuh"
+#include "kernels/cuda/smem_opt_in.cuh"
 
 #define GEMM_GROUP 8
 
@@ -492,14 +493,11 @@ static cudaError_t dbuf_go(const gemm_args<float> &p, const dbuf_split &sp, cuda
     int64_t blocks = gemm_cdiv(p.m, C::BM) * gemm_cdiv(p.n, C::BN);
     if (blocks > INT32_MAX)
         return cudaErrorInvalidConfiguration;
-    /* over 48 KB needs an opt-in, once per kernel (it costs ~0.1 ms of host time per call) */
-    static bool opted_in = false;
-    if (C::SMEM > 48 * 1024 && !opted_in) {
-        cudaError_t e = cudaFuncSetAttribute(gemm_dbuf_kernel<C, TA, TB, VEC, SPLIT>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+    static cr_smem_opt_in opted;
+    if (C::SMEM > 48 * 1024) {
+        cudaError_t e = cr_opt_in_smem(opted, gemm_dbuf_kernel<C, TA, TB, VEC, SPLIT>, C::SMEM);
         if (e != cudaSuccess)
             return e;
-        opted_in = true;
     }
     const dim3 grid((unsigned)blocks, SPLIT ? (unsigned)sp.slices : 1u);
     const bool cvec = gemm_vec_ok(SPLIT ? sp.work : p.c, p.n); /* slice s starts s·m·n floats in */
@@ -786,17 +784,12 @@ template <typename C, bool TA, bool TB, bool VEC>
 static cudaError_t dbuf_sk_go(const gemm_args<float> &p, const dbuf_sk_plan &k, float *work, cudaStream_t s,
                               int parts)
 {
-    static bool opted_in = false;
-    if (!opted_in) {
-        cudaError_t e = cudaFuncSetAttribute(gemm_dbuf_kernel<C, TA, TB, VEC, false>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(gemm_dbuf_sk_kernel<C, TA, TB, VEC>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
-        if (e != cudaSuccess)
-            return e;
-        opted_in = true;
-    }
+    static cr_smem_opt_in whole, shared;
+    cudaError_t opt = cr_opt_in_smem(whole, gemm_dbuf_kernel<C, TA, TB, VEC, false>, C::SMEM);
+    if (opt == cudaSuccess)
+        opt = cr_opt_in_smem(shared, gemm_dbuf_sk_kernel<C, TA, TB, VEC>, C::SMEM);
+    if (opt != cudaSuccess)
+        return opt;
     const bool cvec = gemm_vec_ok(p.c, p.n);
     if (k.dp > 0 && (parts & 1)) { /* the whole waves: today's kernel over the first dp tiles of the same order */
         gemm_dbuf_kernel<C, TA, TB, VEC, false><<<(unsigned)k.dp, C::NT, C::SMEM, s>>>(p, cvec, NULL, 0);

@@ -32,6 +32,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/gemm_common.cuh"
+#include "kernels/cuda/smem_opt_in.cuh"
 
 #define TC_GROUP 8
 
@@ -422,14 +423,11 @@ static cudaError_t tc_go(const gemm_args<typename C::elem> &p, float alpha, floa
     int64_t blocks = gemm_cdiv(p.m, C::BM) * gemm_cdiv(p.n, C::BN);
     if (blocks > INT32_MAX) /* grid.x's limit; no other grid dimension is used */
         return cudaErrorInvalidConfiguration;
-    /* over 48 KB needs an opt-in, once per kernel (a race sets the same value twice) */
-    static bool opted_in = false;
-    if (C::SMEM > 48 * 1024 && !opted_in) {
-        cudaError_t e = cudaFuncSetAttribute(gemm_tc_kernel<C, TA, TB, VEC>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+    static cr_smem_opt_in opted;
+    if (C::SMEM > 48 * 1024) {
+        cudaError_t e = cr_opt_in_smem(opted, gemm_tc_kernel<C, TA, TB, VEC>, C::SMEM);
         if (e != cudaSuccess)
             return e;
-        opted_in = true;
     }
     /* pairs of C elements move together when each pair is aligned to its own size */
     bool cvec = ((uintptr_t)p.c % (2 * sizeof(T))) == 0 && p.n % 2 == 0;

@@ -34,6 +34,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/gemm_common.cuh"
+#include "kernels/cuda/smem_opt_in.cuh"
 
 #define WG_BM 128
 #define WG_BN 256
@@ -431,14 +432,10 @@ static cudaError_t wg_go(const CUtensorMap &ma, const CUtensorMap &mb, const cr_
     int64_t blocks = gemm_cdiv(g->m, WG_BM) * gemm_cdiv(g->n, WG_BN);
     if (blocks > INT32_MAX)
         return cudaErrorInvalidConfiguration;
-    static bool opted_in = false; /* over 48 KB needs an opt-in, once per kernel */
-    if (!opted_in) {
-        cudaError_t e = cudaFuncSetAttribute(gemm_wgmma_kernel<T, TA, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)WG_SMEM);
-        if (e != cudaSuccess)
-            return e;
-        opted_in = true;
-    }
+    static cr_smem_opt_in opted;
+    cudaError_t opt = cr_opt_in_smem(opted, gemm_wgmma_kernel<T, TA, TB>, WG_SMEM);
+    if (opt != cudaSuccess)
+        return opt;
     bool cvec = ((uintptr_t)g->c % (2 * sizeof(T))) == 0 && g->n % 2 == 0;
     gemm_wgmma_kernel<T, TA, TB><<<(unsigned)blocks, WG_THREADS, WG_SMEM, s>>>(
         ma, mb, (T *)g->c, g->m, g->n, g->k, (float)g->alpha, (float)g->beta, cvec);

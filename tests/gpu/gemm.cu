@@ -444,12 +444,12 @@ static cudaError_t dbuf_registry(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t
     if (bytes > G.work_bytes)
         return cudaErrorMemoryAllocation;
     bytes = bytes > cut ? bytes - cut : 0;
-    cr_worker w;
-    memset(&w, 0, sizeof w);
-    w.stream = s;
+    cr_exec x;
+    memset(&x, 0, sizeof x);
+    x.stream = s;
     cr_cuda_err e;
     memset(&e, 0, sizeof e);
-    cr_cuda_launch l = {&w, &t, {g->a, g->b, NULL}, g->c, bytes ? G.work : NULL, bytes, &e};
+    cr_cuda_launch l = {&x, &t, {g->a, g->b, NULL}, g->c, bytes ? G.work : NULL, bytes, &e};
     return (cudaError_t)cr_cuda_launch_gemm_dbuf(&l);
 }
 
