@@ -46,9 +46,15 @@ int cr_queue_push(cr_queue *q, cr_job *j)
             q->head = j;
         q->tail = j;
         q->length++;
-        /* One waiter: a fresh job suits every device, and each wake-up costs a futex round trip
-         * (a broadcast woke every idle worker per job, all but one to sleep again). */
-        pthread_cond_signal(&q->nonempty);
+        /* One waiter for a job any device may run: each wake-up costs a futex round trip (a
+         * broadcast woke every idle worker per job, all but one to sleep again). A job bound to
+         * some devices (its tensors already in one's memory) wakes every waiter: the one a
+         * signal picks may be another device's, which cannot take it and sleeps again, and the
+         * job would wait for the next push (or its deadline) with its own device idle. */
+        if (j->devices_tried)
+            pthread_cond_broadcast(&q->nonempty);
+        else
+            pthread_cond_signal(&q->nonempty);
     }
     pthread_mutex_unlock(&q->mu);
     return rc;

@@ -1,6 +1,10 @@
 /* The engine's pure parts: the bounded queue, the async job table, config parsing. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/unit/check.h"
 #include "server/clock.h"
@@ -109,6 +113,58 @@ static void test_queue_batches(void)
     cr_queue_done(&q, 1);
     cr_queue_destroy(&q);
     cr_job_release(j[0]);
+}
+
+typedef struct {
+    cr_queue *q;
+    int device;
+    _Atomic int waiting, took; /* took: 1 a job, -1 closed */
+} device_worker;
+
+static void *device_worker_main(void *arg)
+{
+    device_worker *w = arg;
+    cr_take_policy p = {.max = 1, .device = w->device};
+    cr_job *j = NULL;
+    atomic_store(&w->waiting, 1);
+    int n = cr_queue_take(w->q, &p, true, &j);
+    atomic_store(&w->took, n == 1 ? 1 : -1);
+    if (n == 1) {
+        cr_queue_done(w->q, 1);
+        cr_job_release(j);
+    }
+    return NULL;
+}
+
+/* A job only device 1 may take (its tensors are there), pushed while a device-0 worker and then a
+ * device-1 worker wait: device 1's worker gets it. With one waiter woken per push, the wake-up
+ * went to device 0's (the older waiter), which cannot take it, and the job stayed queued with
+ * device 1 idle (a 2-GPU host stalled this way). */
+static void test_queue_wakes_the_right_device(void)
+{
+    cr_queue q;
+    CHECK(cr_queue_init(&q, 4) == 0);
+    device_worker w[2] = {{.q = &q, .device = 0}, {.q = &q, .device = 1}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK(pthread_create(&t[i], NULL, device_worker_main, &w[i]) == 0);
+        while (!atomic_load(&w[i].waiting))
+            sched_yield();
+        nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL); /* into its wait, in this order */
+    }
+    cr_job *j = new_job();
+    j->devices_tried = 1u << 0;
+    CHECK(cr_queue_push(&q, j) == 0);
+    double until = cr_now() + 5.0;
+    while (!atomic_load(&w[1].took) && cr_now() < until)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    CHECK(atomic_load(&w[1].took) == 1);
+    CHECK(atomic_load(&w[0].took) == 0);
+    cr_queue_close(&q); /* device 0's worker leaves; so does device 1's, had it missed the job */
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    CHECK(atomic_load(&w[0].took) == -1);
+    cr_queue_destroy(&q);
 }
 
 static void test_machine_sizing(void)
@@ -372,6 +428,7 @@ int main(void)
     test_queue_close_and_take();
     test_queue_expiry();
     test_queue_batches();
+    test_queue_wakes_the_right_device();
     test_machine_sizing();
     test_memory_budget();
     test_job_ids_are_uuid4();
