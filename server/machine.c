@@ -112,7 +112,7 @@ void cr_machine_read(cr_machine *m)
 
 static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* GPU: workers mostly wait on the device and keep two batches in flight each, so a few per
+/* GPU: workers mostly wait on the device and keep three jobs or batches in flight each, so a few per
  * device suffice; each still wants a core when a batch completes, and the HTTP threads (the CPU
  * work of a request: parse and encode) take the rest. One HTTP thread per CPU on top of the
  * workers only made them queue for cores: on the 16-core H100 machine 12 threads served the
