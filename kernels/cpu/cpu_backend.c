@@ -16,6 +16,7 @@ struct cr_worker {
     int device; /* always 0; kept so a worker can say where it runs */
     cr_task *const *batch; /* launched, run when waited for */
     int batch_n;
+    const cr_task *alone;  /* launched alone, run when waited for */
 };
 
 /* CRUNCHD_CPU_THREADS caps OpenBLAS's threads; unset, the cores are shared out among the
@@ -147,6 +148,25 @@ static void cpu_batch_wait(cr_worker *w, int lane, cr_status *st, cr_timings *tm
     w->batch_n = 0;
 }
 
+/* Nor from a task in flight: run_launch keeps it and run_wait runs it, on the one lane, so that the
+ * engine's path for tasks on lanes (the cuda backend's) is the one every CPU test takes too. */
+static cr_status cpu_run_launch(cr_worker *w, int lane, const cr_task *t, char *err, size_t errlen)
+{
+    (void)lane;
+    (void)err;
+    (void)errlen;
+    w->alone = t;
+    return CR_OK;
+}
+
+static cr_status cpu_run_wait(cr_worker *w, int lane, cr_timings *tm, char *err, size_t errlen)
+{
+    (void)lane;
+    const cr_task *t = w->alone;
+    w->alone = NULL;
+    return cpu_run(w, t, tm, err, errlen);
+}
+
 static uint64_t cpu_task_device_bytes(const cr_task *t)
 {
     (void)t; /* host memory is all there is, and the server already holds the task's buffers */
@@ -178,4 +198,6 @@ const cr_backend cr_backend_cpu = {
     .lanes = 1,
     .batch_launch = cpu_batch_launch,
     .batch_wait = cpu_batch_wait,
+    .run_launch = cpu_run_launch,
+    .run_wait = cpu_run_wait,
 };

@@ -214,6 +214,13 @@ void *cr_worker_main(void *arg)
     int oldest = 0, inflight = 0;
     take.device = w->device;
     for (;;) {
+        /* Lanes full: wait for the oldest before taking more, so the next job stays queued for
+         * a worker that can start it now instead of waiting here behind this one's lanes. */
+        if (inflight && inflight == w->n_lanes) {
+            complete_lane(e, w, oldest);
+            oldest = (oldest + 1) % w->n_lanes;
+            inflight--;
+        }
         int n = cr_queue_take(&e->q, &take, inflight == 0, w->taken);
         if (n <= 0) {
             if (!inflight)
@@ -229,11 +236,6 @@ void *cr_worker_main(void *arg)
                 complete_lane(e, w, oldest);
             run_alone(e, w, first);
             continue;
-        }
-        if (inflight == w->n_lanes) {
-            complete_lane(e, w, oldest);
-            oldest = (oldest + 1) % w->n_lanes;
-            inflight--;
         }
         int li = (oldest + inflight) % w->n_lanes;
         if (first->batchable ? launch_batch(e, w, li, w->taken, n) : launch_alone(e, w, li, first))
