@@ -131,9 +131,11 @@ static void finish_lane(cr_engine *e, cr_worker_slot *w, cr_lane_slot *l, const 
         cr_job_release(l->jobs[i]);
 }
 
-/* Starts jobs[0..n) as one batch on lane li; jobs that end before (cancelled meanwhile, device
- * failed) stay out of it. True when the lane is now busy. */
-static bool launch_batch(cr_engine *e, cr_worker_slot *w, int li, cr_job **jobs, int n)
+/* Starts jobs[0..n) on lane li: as one batch, or (alone) jobs[0] with its own kernel through
+ * run_launch. Jobs that end before (cancelled meanwhile, device failed) stay out of it. True when
+ * the lane is now busy; false when nothing was launched (a job alone with no room on this device
+ * went back to the queue for another). */
+static bool launch_lane(cr_engine *e, cr_worker_slot *w, int li, cr_job **jobs, int n, bool alone)
 {
     cr_lane_slot *l = &w->lanes[li];
     char msg[256] = "";
@@ -145,7 +147,8 @@ static bool launch_batch(cr_engine *e, cr_worker_slot *w, int li, cr_job **jobs,
             cr_job_release(j);
             continue;
         }
-        j->req.task.kernel = j->batch_key.row; /* "auto" in a batch runs on the batch row */
+        if (!alone)
+            j->req.task.kernel = j->batch_key.row; /* "auto" in a batch runs on the batch row */
         l->jobs[k] = j;
         l->tasks[k] = &j->req.task;
         k++;
@@ -156,41 +159,23 @@ static bool launch_batch(cr_engine *e, cr_worker_slot *w, int li, cr_job **jobs,
         l->jobs[i]->batch = k;
         l->tm[i] = (cr_timings){0};
     }
+    l->alone = alone;
     lane_publish(e, l, k);
     l->launched_at = cr_now();
-    cr_metrics_batch(w->device, k);
-    if (e->b->batch_launch(w->bw, li, l->tasks, k, l->st, msg, sizeof msg) == CR_OK)
-        return true;
-    finish_lane(e, w, l, msg);
-    return false;
-}
-
-/* Starts job j alone on lane li. True when the lane is now busy; false when the job ended here
- * (cancelled meanwhile, failed to launch) or went back to the queue for another device. */
-static bool launch_alone(cr_engine *e, cr_worker_slot *w, int li, cr_job *j)
-{
-    cr_lane_slot *l = &w->lanes[li];
-    char msg[256] = "";
-    if (!start_job(e, j)) {
-        cr_queue_done(&e->q, 1);
-        cr_job_release(j);
-        return false;
+    bool ok;
+    if (alone) {
+        ok = (l->st[0] = e->b->run_launch(w->bw, li, l->tasks[0], msg, sizeof msg)) == CR_OK;
+        if (l->st[0] == CR_E_NOMEM_DEVICE && try_elsewhere(e, w, l->jobs[0])) {
+            l->alone = false;
+            lane_publish(e, l, 0);
+            return false; /* the queue holds it (and its reference) again */
+        }
+    } else {
+        cr_metrics_batch(w->device, k);
+        ok = e->b->batch_launch(w->bw, li, l->tasks, k, l->st, msg, sizeof msg) == CR_OK;
     }
-    j->batch = 1;
-    l->jobs[0] = j;
-    l->tasks[0] = &j->req.task;
-    l->tm[0] = (cr_timings){0};
-    l->alone = true;
-    lane_publish(e, l, 1);
-    l->launched_at = cr_now();
-    l->st[0] = e->b->run_launch(w->bw, li, &j->req.task, msg, sizeof msg);
-    if (l->st[0] == CR_OK)
+    if (ok)
         return true;
-    if (l->st[0] == CR_E_NOMEM_DEVICE && try_elsewhere(e, w, j)) {
-        l->alone = false;
-        lane_publish(e, l, 0);
-        return false; /* the queue holds it (and its reference) again */
-    }
     finish_lane(e, w, l, msg);
     return false;
 }
@@ -238,7 +223,7 @@ void *cr_worker_main(void *arg)
             continue;
         }
         int li = (oldest + inflight) % w->n_lanes;
-        if (first->batchable ? launch_batch(e, w, li, w->taken, n) : launch_alone(e, w, li, first))
+        if (launch_lane(e, w, li, w->taken, first->batchable ? n : 1, !first->batchable))
             inflight++;
     }
     return NULL;

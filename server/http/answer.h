@@ -19,7 +19,8 @@ enum MHD_Result cr_send_job(cr_conn *c, cr_job *j);
  * from there piece by piece (backend.h, sink_read): the worker copies nothing back, the copy
  * overlaps the send, and no host buffer holds the result whole. The direct path sends the pieces
  * from the backend's ring; libmicrohttpd (TLS, or a connection it took at its first request)
- * through a reader that copies them into its buffer. Nothing changes for any other request. -1 with err when the memory budget refuses the staging. */
+ * through a reader that copies them into its buffer. Nothing changes for any other request.
+ * -1 with err when the memory budget refuses the staging. */
 int cr_answer_plan(cr_conn *c, cr_request *r, cr_error *err);
 
 #endif

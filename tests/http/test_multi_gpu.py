@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import requests
 
-from conftest import BACKEND
+from conftest import BACKEND, Daemon
 
 pytestmark = pytest.mark.skipif(BACKEND != "cuda", reason="needs the cuda backend and two GPUs")
 
@@ -36,7 +36,6 @@ def device_jobs(d):
 
 @pytest.fixture(scope="module")
 def two_gpus(tmp_path_factory):
-    from conftest import Daemon
     d = Daemon(["--log-format", "text"], name="multi-gpu", workdir=tmp_path_factory.mktemp("multi-gpu")).start()
     try:
         if len(d.get("/v1/info").json().get("devices", [])) < 2:
