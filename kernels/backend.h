@@ -141,8 +141,10 @@ struct cr_backend {
      * request still arrives; run() then waits for that copy instead of making its own. */
     void (*host_ready)(void *p, size_t ready, size_t total);
     /* Optional (NULL: none kept): host_alloc's memory, held by requests now and kept for reuse
-     * (cuda's pinned cache, which a soak must not mistake for a leak). */
-    void (*host_usage)(uint64_t *in_use, uint64_t *cached);
+     * (cuda's pinned cache, which a soak must not mistake for a leak), and the workers' own
+     * staging (pinned copies of pageable operands and answers). cached and staging are held
+     * outside any request: the memory budget counts them through a probe. */
+    void (*host_usage)(uint64_t *in_use, uint64_t *cached, uint64_t *staging);
     /* Optional (NULL: nothing to do): memory the backend did not allocate (a client's shared-
      * memory region, mapped for as long as it is registered) made as fast to copy from and to
      * as host_alloc's. cuda page-locks it, after which run() copies it directly, as it does

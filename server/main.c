@@ -217,12 +217,13 @@ static void big_allocations_unmapped_on_free(void)
 
 static const cr_backend *budget_backend;
 
-/* What the backend keeps for reuse between requests (cuda's pinned cache) is memory too. */
+/* What the backend keeps for reuse between requests (cuda's pinned cache) and its workers'
+ * staging are memory too. */
 static uint64_t backend_cached_bytes(void)
 {
-    uint64_t in_use = 0, cached = 0;
-    budget_backend->host_usage(&in_use, &cached);
-    return cached;
+    uint64_t in_use = 0, cached = 0, staging = 0;
+    budget_backend->host_usage(&in_use, &cached, &staging);
+    return cached + staging;
 }
 
 static void start_memory_budget(const cr_config *cfg, const cr_backend *b)

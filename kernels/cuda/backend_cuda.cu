@@ -102,7 +102,11 @@ cleanup:
 static void *cuda_host_alloc(size_t bytes) { return cr_pinned_alloc(bytes); }
 static void cuda_host_free(void *p) { cr_pinned_free(p); }
 static void cuda_host_ready(void *p, size_t ready, size_t total) { cr_prefetch_ready(p, ready, total); }
-static void cuda_host_usage(uint64_t *in_use, uint64_t *cached) { cr_pinned_usage(in_use, cached); }
+static void cuda_host_usage(uint64_t *in_use, uint64_t *cached, uint64_t *staging)
+{
+    cr_pinned_usage(in_use, cached);
+    *staging = cr_staging_bytes();
+}
 
 /* A registered shared-memory region, page-locked in place for as long as it is mapped: run()
  * then finds its tensors pinned (is_pinned in cuda_run.cu asks cudaPointerGetAttributes, which

@@ -137,7 +137,7 @@ cr_status cr_cuda_batch_launch(cr_worker *w, int lane, cr_task *const *t, int n,
     memset(e, 0, sizeof *e);
     plan(t, n, &l);
     CR_CHECK(e, cudaSetDevice(w->device));
-    if (cr_exec_reserve_pinned(&L->x, l.total ? l.total : 1) != cudaSuccess) {
+    if (cr_exec_stage(&L->x, l.total ? l.total : 1) != cudaSuccess) {
         cudaGetLastError();
         snprintf(err, errlen, "cannot pin %zu bytes of host staging for a batch of %d", l.total, n);
         fail_all(CR_E_NOMEM_HOST, st, n);
@@ -166,6 +166,7 @@ cleanup:
     if (owned && dev)
         cudaFreeAsync(dev, L->x.stream);
     cudaStreamSynchronize(L->x.stream); /* nothing of this batch may still touch the staging */
+    cr_exec_unstage(&L->x);
     cr_status s = cr_cuda_status(e->code);
     if (s == CR_E_NOMEM_DEVICE)
         snprintf(err, errlen, "a batch of %d needs %zu bytes of device memory on %s (device %d): %s", n, l.total,
@@ -192,6 +193,7 @@ void cr_cuda_batch_wait(cr_worker *w, int lane, cr_status *st, cr_timings *tm, c
             memcpy(cr_task_output(L->tasks[i]), (char *)L->x.pinned + L->out_off + i * L->out_each, L->out_each);
         tm[i] = phases;
     }
+    cr_exec_unstage(&L->x);
     L->tasks = NULL;
     L->n = 0;
 }

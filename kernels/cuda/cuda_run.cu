@@ -184,7 +184,7 @@ static cr_status stage_inputs(cr_exec *x, const task_layout *l, char *err, size_
             staged_in = l->in_off[i] + l->in_bytes[i];
     size_t out = l->out_pinned ? 0 : l->out_bytes;
     size_t need = staged_in > out ? staged_in : out;
-    if (need && cr_exec_reserve_pinned(x, need) != cudaSuccess) {
+    if (need && cr_exec_stage(x, need) != cudaSuccess) {
         cudaGetLastError();
         snprintf(err, errlen, "cannot pin %zu bytes of host staging memory", need);
         return CR_E_NOMEM_HOST;
@@ -307,8 +307,10 @@ static cr_status enqueue(cr_worker *w, cr_exec *x, const cr_task *t, bool check_
 cleanup:
     if (owned && dev)
         cudaFreeAsync(dev, x->stream); /* stream-ordered: after the task */
-    if (e.code != cudaSuccess || cancelled || st != CR_OK)
+    if (e.code != cudaSuccess || cancelled || st != CR_OK) {
         cudaStreamSynchronize(x->stream); /* nothing of this task may still touch the staging */
+        cr_exec_unstage(x);
+    }
     if (st != CR_OK && e.code == cudaSuccess)
         return st; /* host staging failed; err says why */
     if (cancelled && !e.code) {
@@ -334,6 +336,7 @@ static cr_status complete(cr_worker *w, cr_exec *x, const cr_flight *f, cr_timin
     if (f->out_host)
         memcpy(f->out_host, x->pinned, f->out_bytes);
 cleanup:
+    cr_exec_unstage(x);
     if (tm)
         cr_exec_timings(w, x, e.code == cudaSuccess, tm);
     if (e.code == cudaSuccess)

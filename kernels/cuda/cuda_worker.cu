@@ -3,7 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
+
 #include "kernels/cuda/cuda_worker.h"
+#include "kernels/cuda/pinned_pool.h"
+
+static std::atomic<uint64_t> staging_total{0};
+
+uint64_t cr_staging_bytes(void) { return staging_total; }
 
 /* Best effort: after a sticky fault these fail too, and there is nothing left to do. */
 static void exec_release(cr_exec *x)
@@ -17,8 +24,11 @@ static void exec_release(cr_exec *x)
             cudaEventDestroy(x->ev[i]);
     if (x->stream)
         cudaStreamDestroy(x->stream);
-    if (x->pinned)
-        cudaFreeHost(x->pinned);
+    cr_exec_unstage(x);
+    if (x->kept) {
+        cudaFreeHost(x->kept);
+        staging_total -= x->kept_bytes;
+    }
 }
 
 static void worker_release(cr_worker *w)
@@ -95,11 +105,12 @@ extern "C" void cr_cuda_worker_destroy(cr_worker *w)
     worker_release(w);
 }
 
-cudaError_t cr_reserve_pinned(void **buf, size_t *have, size_t bytes)
+static cudaError_t grow_kept(cr_exec *x, size_t bytes)
 {
-    if (bytes <= *have)
+    if (bytes <= x->kept_bytes)
         return cudaSuccess;
-    size_t grown = *have * 2 > bytes ? *have * 2 : bytes; /* fewer regrowths */
+    size_t grown = x->kept_bytes * 2 > bytes ? x->kept_bytes * 2 : bytes; /* fewer regrowths */
+    grown = grown < CR_EXEC_KEEP_BYTES ? grown : CR_EXEC_KEEP_BYTES;
     void *p = NULL;
     cudaError_t e = cudaHostAlloc(&p, grown, cudaHostAllocPortable);
     if (e != cudaSuccess) {
@@ -108,11 +119,42 @@ cudaError_t cr_reserve_pinned(void **buf, size_t *have, size_t bytes)
             return e;
         grown = bytes;
     }
-    if (*buf)
-        cudaFreeHost(*buf);
-    *buf = p;
-    *have = grown;
+    if (x->kept) {
+        cudaFreeHost(x->kept);
+        staging_total -= x->kept_bytes;
+    }
+    x->kept = p;
+    x->kept_bytes = grown;
+    staging_total += grown;
     return cudaSuccess;
+}
+
+cudaError_t cr_exec_stage(cr_exec *x, size_t bytes)
+{
+    cr_exec_unstage(x);
+    if (bytes <= CR_EXEC_KEEP_BYTES) {
+        cudaError_t e = grow_kept(x, bytes);
+        if (e == cudaSuccess) {
+            x->pinned = x->kept;
+            x->pinned_bytes = bytes;
+        }
+        return e;
+    }
+    if (!(x->pinned = cr_pinned_alloc(bytes)))
+        return cudaErrorMemoryAllocation;
+    x->pinned_bytes = bytes;
+    staging_total += bytes;
+    return cudaSuccess;
+}
+
+void cr_exec_unstage(cr_exec *x)
+{
+    if (x->pinned && x->pinned != x->kept) {
+        cr_pinned_free(x->pinned);
+        staging_total -= x->pinned_bytes;
+    }
+    x->pinned = NULL;
+    x->pinned_bytes = 0;
 }
 
 void cr_exec_timings(const cr_worker *w, const cr_exec *x, bool measured, cr_timings *tm)

@@ -28,8 +28,10 @@ typedef struct {
     cudaStream_t stream;
     cublasHandle_t blas;     /* bound to `stream` */
     cudaEvent_t ev[EV_COUNT];
-    void *pinned;            /* staging for inputs, then outputs; grown on demand, kept */
+    void *pinned;            /* the staging of the task or batch in flight (cr_exec_stage) */
     size_t pinned_bytes;
+    void *kept;              /* staging kept between tasks, grown on demand up to CR_EXEC_KEEP_BYTES */
+    size_t kept_bytes;
     char *dev;               /* device memory for its tasks (cr_exec_device); grown on demand, kept */
     size_t dev_bytes;
 } cr_exec;
@@ -59,12 +61,15 @@ struct cr_worker {
     cr_lane lane[CR_CUDA_LANES];
 };
 
-/* Grows a pinned staging buffer to at least `bytes` (the old contents are not kept). */
-cudaError_t cr_reserve_pinned(void **buf, size_t *have, size_t bytes);
-static inline cudaError_t cr_exec_reserve_pinned(cr_exec *x, size_t bytes)
-{
-    return cr_reserve_pinned(&x->pinned, &x->pinned_bytes, bytes);
-}
+/* Pinned staging of `bytes` for the next task or batch on x, at x->pinned: x's kept buffer,
+ * grown (old contents lost) up to CR_EXEC_KEEP_BYTES, or for a bigger task a block of the pinned
+ * pool, given back by cr_exec_unstage once the task is done with it. Either way it is counted
+ * (cr_staging_bytes) and so charged to the memory budget: kept buffers were once grown to the
+ * biggest task each stream ever ran and kept, outside every limit and gauge. */
+cudaError_t cr_exec_stage(cr_exec *x, size_t bytes);
+void cr_exec_unstage(cr_exec *x);
+/* Host memory held as staging by every worker: kept buffers and pool blocks staging a task now. */
+uint64_t cr_staging_bytes(void);
 
 /* The phases of the last task or batch on x, from its events (zeros unless measured). */
 void cr_exec_timings(const cr_worker *w, const cr_exec *x, bool measured, cr_timings *tm);

@@ -284,7 +284,7 @@ void cr_engine_gauges(cr_engine *e, cr_metrics_gauges *g)
     cr_queue_counts(&e->q, &g->queued, &g->running);
     g->has_pinned = e->b->host_usage != NULL;
     if (g->has_pinned)
-        e->b->host_usage(&g->pinned_in_use, &g->pinned_cached);
+        e->b->host_usage(&g->pinned_in_use, &g->pinned_cached, &g->pinned_staging);
     g->n_devices = e->n_devices;
     g->host_jobs = atomic_load(&e->host_jobs);
     for (int d = 0; d < e->n_devices; d++) {

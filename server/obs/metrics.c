@@ -313,7 +313,8 @@ static void render_memory(text *t, const cr_metrics_gauges *g)
               "The memory budget, --max-memory-mb.",
               cr_mem_limit());
     put(t, "# HELP crunchd_memory_charged_bytes Memory charged to the budget, by kind (shm: registered "
-           "shared memory regions; backend: cached pinned memory held outside any request).\n# TYPE crunchd_memory_charged_bytes gauge\n");
+           "shared memory regions; backend: pinned memory held outside any request, the pool's cache "
+           "and the workers' staging).\n# TYPE crunchd_memory_charged_bytes gauge\n");
     for (int k = 0; k < CR_MEM_KINDS; k++)
         put(t, "crunchd_memory_charged_bytes{kind=\"%s\"} %llu\n", cr_mem_kind_name((cr_mem_kind)k),
             (unsigned long long)cr_mem_charged((cr_mem_kind)k));
@@ -397,12 +398,16 @@ static void render_gauges(text *t, const cr_metrics_gauges *g)
         }
     }
     if (g->has_pinned)
-        put(t, "# HELP crunchd_pinned_host_bytes Page-locked host memory for request arrays: held "
-               "by requests now (in_use) and kept for the next ones (cached, up to "
-               "CRUNCHD_PINNED_CACHE_MB).\n# TYPE crunchd_pinned_host_bytes gauge\n"
+        put(t, "# HELP crunchd_pinned_host_bytes Page-locked host memory: pool blocks held now by "
+               "requests and big tasks' staging (in_use), pool blocks kept for the next ones (cached, "
+               "up to CRUNCHD_PINNED_CACHE_MB), the workers' staging (staging: kept buffers up to 64 "
+               "MiB per stream, and the pool blocks staging a bigger task now).\n"
+               "# TYPE crunchd_pinned_host_bytes gauge\n"
                "crunchd_pinned_host_bytes{state=\"in_use\"} %llu\n"
-               "crunchd_pinned_host_bytes{state=\"cached\"} %llu\n",
-            (unsigned long long)g->pinned_in_use, (unsigned long long)g->pinned_cached);
+               "crunchd_pinned_host_bytes{state=\"cached\"} %llu\n"
+               "crunchd_pinned_host_bytes{state=\"staging\"} %llu\n",
+            (unsigned long long)g->pinned_in_use, (unsigned long long)g->pinned_cached,
+            (unsigned long long)g->pinned_staging);
     put(t, "# HELP crunchd_build_info Build and backend of this daemon.\n"
            "# TYPE crunchd_build_info gauge\ncrunchd_build_info{version=\"%s\",backend=\"%s\",cuda=\"%s\"} 1\n",
         g->version, g->backend, g->cuda);

@@ -31,7 +31,7 @@ typedef struct {
     const char *version;
     const char *cuda;     /* CUDA runtime version, "none" on CPU-only builds */
     bool has_pinned;      /* the backend keeps pinned host memory (cuda) */
-    uint64_t pinned_in_use, pinned_cached;
+    uint64_t pinned_in_use, pinned_cached, pinned_staging;
     uint64_t results_kept_bytes; /* finished async results in the job table */
     uint64_t shm_regions, shm_registered_bytes; /* system shared memory registered by clients */
     uint64_t cuda_shm_regions, cuda_shm_registered_bytes; /* CUDA shared memory (device memory) */

@@ -583,6 +583,42 @@ static void test_run_lanes(void)
     }
 }
 
+/* Pinned staging is bounded and counted: a pageable 1 MiB histogram leaves the worker's staging
+ * kept (and reported), a pageable 80 MiB one, past the 64 MiB a stream keeps, is staged in a
+ * pool block that goes back to the pool's cache when the task is done, so staging does not grow
+ * past what the worker's streams keep. */
+static void test_staging_bounded(void)
+{
+    const size_t MiB = 1 << 20, sizes[] = {MiB + 7, 80 * MiB + 3};
+    expect(B->host_usage != NULL, "host_usage reports staging");
+    for (size_t n : sizes) {
+        std::vector<unsigned char> data(n);
+        for (size_t i = 0; i < n; i++)
+            data[i] = (unsigned char)(i * 2654435761u >> 24);
+        std::vector<uint64_t> want(256, 0), got(256, 7);
+        for (size_t i = 0; i < n; i++)
+            want[data[i]]++;
+        cr_task t = {};
+        t.op = CR_OP_HISTOGRAM;
+        t.dtype = CR_DT_U8;
+        t.kernel = K(CR_OP_HISTOGRAM, "smem-vec");
+        t.u.hist = {(int64_t)n, data.data(), 256, 0.0, 256.0, got.data()};
+        uint64_t use0, cache0, stage0, use, cache, stage;
+        B->host_usage(&use0, &cache0, &stage0);
+        char err[256] = "", what[96];
+        cr_status st = run(&t, NULL, err);
+        B->host_usage(&use, &cache, &stage);
+        snprintf(what, sizeof what, "pageable %zu-byte histogram through staging", n);
+        expect(st == CR_OK && got == want, what, err);
+        snprintf(what, sizeof what, "staging %llu bytes after %zu: kept, counted, at most 4 x 64 MiB a worker",
+                 (unsigned long long)stage, n);
+        expect(stage >= (n < 64 * MiB ? n : stage0) && stage <= 4 * 64 * MiB, what, "");
+        if (n > 64 * MiB)
+            expect(stage == stage0 && use == use0 && cache >= cache0 + n,
+                   "a task past 64 MiB staged in a pool block, back in the cache after", "");
+    }
+}
+
 static void test_batches_ata(void)
 {
     for (int trans = 0; trans < 2; trans++) {
@@ -966,6 +1002,7 @@ int main(void)
     test_batches_gemm();
     test_batches_two_lanes();
     test_run_lanes();
+    test_staging_bounded();
     test_batches_ata();
     test_batches_hist(CR_DT_U8);
     test_batches_hist(CR_DT_F32);

@@ -536,3 +536,13 @@ def test_pinned_host_memory_gauge(daemon):
     # the job's input block went back to the cache when it finished, before it was answered
     assert value(samples, "crunchd_pinned_host_bytes", state="cached") >= len(body)
     assert ("crunchd_pinned_host_bytes", (("state", "in_use"),)) in samples
+    # a JSON job's operands (named kernel: not the host path) are pageable: they go through a
+    # worker's staging, which stays pinned, is reported and, with the pool's cache, is counted
+    # by the memory budget
+    g = daemon.post("/v1/gemm", json={"a": [[1.0, 2.0]], "b": [[3.0], [4.0]], "kernel": "cublas"})
+    assert g.status_code == 200, g.text[:300]
+    _, samples, _ = scrape(daemon)
+    staging = value(samples, "crunchd_pinned_host_bytes", state="staging")
+    assert staging > 0
+    assert value(samples, "crunchd_memory_charged_bytes", kind="backend") >= \
+        staging + value(samples, "crunchd_pinned_host_bytes", state="cached")

@@ -55,10 +55,12 @@ static void test_render(void)
     g.has_pinned = true;
     g.pinned_in_use = 5 << 20;
     g.pinned_cached = 7 << 20;
+    g.pinned_staging = 3 << 20;
     t = cr_metrics_render(&g, &len);
     CHECK(t != NULL);
     CHECK(strstr(t, "crunchd_pinned_host_bytes{state=\"in_use\"} 5242880\n") != NULL);
     CHECK(strstr(t, "crunchd_pinned_host_bytes{state=\"cached\"} 7340032\n") != NULL);
+    CHECK(strstr(t, "crunchd_pinned_host_bytes{state=\"staging\"} 3145728\n") != NULL);
     CHECK(strstr(t, "# TYPE crunchd_shm_regions gauge\ncrunchd_shm_regions 2\n") != NULL);
     CHECK(strstr(t, "# TYPE crunchd_shm_registered_bytes gauge\ncrunchd_shm_registered_bytes 12345\n") != NULL);
     free(t);
