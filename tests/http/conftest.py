@@ -68,8 +68,9 @@ class Daemon:
     """One crunchd process on a free port of 127.0.0.1 (host_path: the daemon's own default for
     tiny jobs rather than HOST_PATH_OFF; flags in args win either way)."""
 
-    def __init__(self, args=(), env=None, name="crunchd", workdir=None, host_path=False):
+    def __init__(self, args=(), env=None, name="crunchd", workdir=None, host_path=False, all_gpus=False):
         self.args = list(args)
+        self.all_gpus = all_gpus
         self.host_path = host_path
         self.env_extra = dict(env or {})
         self.workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="crunchd-test-"))
@@ -93,6 +94,10 @@ class Daemon:
         if not os.path.exists(BIN):
             pytest.fail(f"daemon binary {BIN} does not exist (build it: make build/crunchd)")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRUNCHD_")}
+        if BACKEND == "cuda" and not self.all_gpus:
+            # --workers counts per GPU: tests that fill the workers to see jobs queue, or count
+            # batches, are written for one device; test_multi_gpu.py asks for all of them
+            env["CUDA_VISIBLE_DEVICES"] = env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
         env.update(self.env_extra)
         cmd = [BIN, "--port", "0", "--port-file", str(self.port_file), "--bind", "127.0.0.1",
                "--backend", BACKEND] + ([] if self.host_path else HOST_PATH_OFF) + EXTRA_ARGS + self.args
