@@ -268,13 +268,27 @@ static void explain_start_failure(const cr_config *cfg, const struct sockaddr_st
                  mhd_last_message[0] ? mhd_last_message : "no reason given");
 }
 
+/* libmicrohttpd's --max-connections. It splits its limit evenly over its threads, and a
+ * connection handed over by an acceptor (MHD_add_connection) is queued to one thread that had
+ * room when it was picked, then closed ("Server reached connection limit") if that thread is full
+ * by the time it takes it, without the close notification, so the acceptor's count of it never
+ * went down. With 30 threads and --max-connections 8 (a 32-core machine) most threads had a
+ * limit of 0 or 1: a client's 2nd-4th connections were closed at once, and a drain waited forever
+ * for connections already gone. Where an acceptor feeds it, the acceptor enforces the limits, so
+ * every thread may take all of them. */
+static unsigned mhd_connection_limit(const cr_config *cfg, bool fed_by_acceptor)
+{
+    unsigned total = (unsigned)cfg->max_connections;
+    return fed_by_acceptor ? total * (unsigned)cfg->http_threads : total;
+}
+
 /* The options both daemons share: the same handlers, pool size and per-connection limits. The
  * logger comes first: libmicrohttpd reports what goes wrong with the options after it there,
  * and warned at every start (on stderr, past our log) while it was last. */
-#define COMMON_OPTIONS(h, log_cls)                                                                 \
+#define COMMON_OPTIONS(h, log_cls, fed_by_acceptor)                                                \
     MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, (log_cls),                                            \
     MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(h)->deps.cfg->http_threads,                           \
-    MHD_OPTION_CONNECTION_LIMIT, (unsigned)(h)->deps.cfg->max_connections,                        \
+    MHD_OPTION_CONNECTION_LIMIT, mhd_connection_limit((h)->deps.cfg, (fed_by_acceptor)),          \
     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(h)->deps.cfg->conn_timeout_s,                       \
     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(h)->deps.cfg->conn_memory_kb << 10,              \
     MHD_OPTION_NOTIFY_COMPLETED, request_completed, (h),                                          \
@@ -329,7 +343,7 @@ static int start_tcp(cr_http *h, uint16_t *port, char *err, size_t errlen)
     mhd_last_message[0] = '\0';
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, access_handler, h,
-        COMMON_OPTIONS(h, NULL),
+        COMMON_OPTIONS(h, NULL, ours),
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, ours ? 0u : (unsigned)cfg->max_connections_per_ip,
         MHD_OPTION_ARRAY, h->tls.options,
@@ -358,7 +372,7 @@ static int start_unix(cr_http *h, char *err, size_t errlen)
      * options on each and warn), then told to stop accepting: connections come from us. */
     h->unix_daemon = MHD_start_daemon(
         BASE_FLAGS, 0, NULL, NULL, access_handler, h,
-        COMMON_OPTIONS(h, (void *)h),
+        COMMON_OPTIONS(h, (void *)h, true),
         MHD_OPTION_LISTEN_SOCKET, h->unix_sock.fd,
         MHD_OPTION_END);
     int fl = h->unix_daemon && MHD_quiesce_daemon(h->unix_daemon) == h->unix_sock.fd ? fcntl(h->unix_sock.fd, F_GETFL) : -1;
