@@ -145,6 +145,10 @@ struct cr_backend {
      * staging (pinned copies of pageable operands and answers). cached and staging are held
      * outside any request: the memory budget counts them through a probe. */
     void (*host_usage)(uint64_t *in_use, uint64_t *cached, uint64_t *staging);
+    /* Optional (NULL: nothing kept): gives back what host_usage calls cached. The memory budget
+     * calls it before refusing a charge that the cache stands in the way of: kept memory is a
+     * convenience and yields to requests. Callable from any thread. */
+    void (*host_trim)(void);
     /* Optional (NULL: nothing to do): memory the backend did not allocate (a client's shared-
      * memory region, mapped for as long as it is registered) made as fast to copy from and to
      * as host_alloc's. cuda page-locks it, after which run() copies it directly, as it does

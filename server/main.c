@@ -231,7 +231,7 @@ static void start_memory_budget(const cr_config *cfg, const cr_backend *b)
     cr_mem_set_limit((uint64_t)cfg->max_memory_mb << 20);
     budget_backend = b;
     if (b->host_usage)
-        cr_mem_set_probe(backend_cached_bytes);
+        cr_mem_set_probe(backend_cached_bytes, b->host_trim);
 }
 
 int main(int argc, char **argv)

@@ -3,16 +3,22 @@
 #include "server/memory.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 
 static _Atomic uint64_t limit_bytes;
 static _Atomic uint64_t total;
 static _Atomic uint64_t by_kind[CR_MEM_KINDS];
 static _Atomic uint64_t refusals;
 static uint64_t (*_Atomic probe)(void);
+static void (*_Atomic trim_held)(void);
 
 void cr_mem_set_limit(uint64_t bytes) { atomic_store(&limit_bytes, bytes); }
 uint64_t cr_mem_limit(void) { return atomic_load(&limit_bytes); }
-void cr_mem_set_probe(uint64_t (*held)(void)) { atomic_store(&probe, held); }
+void cr_mem_set_probe(uint64_t (*held)(void), void (*trim)(void))
+{
+    atomic_store(&trim_held, trim);
+    atomic_store(&probe, held);
+}
 
 uint64_t cr_mem_held(void)
 {
@@ -38,8 +44,16 @@ static int charge(cr_mem_kind kind, uint64_t bytes, uint64_t need, const char *w
     if (limit) {
         uint64_t held = cr_mem_held();
         uint64_t cur = atomic_load(&total);
+        void (*trim)(void) = atomic_load(&trim_held);
         do {
-            if (need > limit || bytes > limit || cur + held > limit - bytes)
+            if (need > limit || bytes > limit)
+                return refuse(need, limit, cur + held, what, err);
+            if (cur + held > limit - bytes && held && trim) { /* the cache yields, once */
+                trim();
+                trim = NULL;
+                held = cr_mem_held();
+            }
+            if (cur + held > limit - bytes)
                 return refuse(need, limit, cur + held, what, err);
         } while (!atomic_compare_exchange_weak(&total, &cur, cur + bytes));
     } else {

@@ -24,8 +24,10 @@ typedef enum {
 /* 0: no limit (tools and tests that build requests directly). */
 void cr_mem_set_limit(uint64_t bytes);
 uint64_t cr_mem_limit(void);
-/* Bytes the backend holds outside any request (cuda's pinned cache), counted with the charges. */
-void cr_mem_set_probe(uint64_t (*held)(void));
+/* Bytes the backend holds outside any request (cuda's pinned cache), counted with the charges;
+ * trim (NULL: none) gives the cache back, and is called once before a charge that the held bytes
+ * would refuse is refused. */
+void cr_mem_set_probe(uint64_t (*held)(void), void (*trim)(void));
 
 /* Charges bytes of kind; on refusal fills err (413 too_large when bytes alone exceed the limit,
  * else 503 memory_budget) and charges nothing. `what` names the thing for the message. */

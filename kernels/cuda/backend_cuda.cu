@@ -149,6 +149,7 @@ extern "C" const cr_backend cr_backend_cuda = {
     cuda_host_free,
     cuda_host_ready,
     cuda_host_usage,
+    cr_pinned_release_all,
     cuda_host_register,
     cuda_host_unregister,
     cr_cuda_ipc_open,

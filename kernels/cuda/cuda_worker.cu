@@ -110,7 +110,7 @@ static cudaError_t grow_kept(cr_exec *x, size_t bytes)
     if (bytes <= x->kept_bytes)
         return cudaSuccess;
     size_t grown = x->kept_bytes * 2 > bytes ? x->kept_bytes * 2 : bytes; /* fewer regrowths */
-    grown = grown < CR_EXEC_KEEP_BYTES ? grown : CR_EXEC_KEEP_BYTES;
+    grown = grown < CR_EXEC_STAGE_KEEP_BYTES ? grown : CR_EXEC_STAGE_KEEP_BYTES;
     void *p = NULL;
     cudaError_t e = cudaHostAlloc(&p, grown, cudaHostAllocPortable);
     if (e != cudaSuccess) {
@@ -132,7 +132,7 @@ static cudaError_t grow_kept(cr_exec *x, size_t bytes)
 cudaError_t cr_exec_stage(cr_exec *x, size_t bytes)
 {
     cr_exec_unstage(x);
-    if (bytes <= CR_EXEC_KEEP_BYTES) {
+    if (bytes <= CR_EXEC_STAGE_KEEP_BYTES) {
         cudaError_t e = grow_kept(x, bytes);
         if (e == cudaSuccess) {
             x->pinned = x->kept;

@@ -30,7 +30,7 @@ typedef struct {
     cudaEvent_t ev[EV_COUNT];
     void *pinned;            /* the staging of the task or batch in flight (cr_exec_stage) */
     size_t pinned_bytes;
-    void *kept;              /* staging kept between tasks, grown on demand up to CR_EXEC_KEEP_BYTES */
+    void *kept;              /* staging kept between tasks, grown on demand up to CR_EXEC_STAGE_KEEP_BYTES */
     size_t kept_bytes;
     char *dev;               /* device memory for its tasks (cr_exec_device); grown on demand, kept */
     size_t dev_bytes;
@@ -62,10 +62,13 @@ struct cr_worker {
 };
 
 /* Pinned staging of `bytes` for the next task or batch on x, at x->pinned: x's kept buffer,
- * grown (old contents lost) up to CR_EXEC_KEEP_BYTES, or for a bigger task a block of the pinned
- * pool, given back by cr_exec_unstage once the task is done with it. Either way it is counted
- * (cr_staging_bytes) and so charged to the memory budget: kept buffers were once grown to the
- * biggest task each stream ever ran and kept, outside every limit and gauge. */
+ * grown (old contents lost) up to CR_EXEC_STAGE_KEEP_BYTES, enough for a small job or a batch of
+ * them, or for a bigger task a block of the pinned pool, given back by cr_exec_unstage once the
+ * task is done with it (to the pool's cache, which yields to the memory budget). Either way it is
+ * counted (cr_staging_bytes) against the budget: kept buffers were once grown to the biggest
+ * task each stream ever ran and kept, outside every limit and gauge (the start-up autotune's
+ * 512 MiB histogram probe left that much pinned in one worker). */
+#define CR_EXEC_STAGE_KEEP_BYTES (4ull << 20)
 cudaError_t cr_exec_stage(cr_exec *x, size_t bytes);
 void cr_exec_unstage(cr_exec *x);
 /* Host memory held as staging by every worker: kept buffers and pool blocks staging a task now. */

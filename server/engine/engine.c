@@ -447,8 +447,11 @@ cr_engine *cr_engine_start(const cr_backend *b, cr_config *c, char *err, size_t 
         goto fail;
     }
     e->q_ready = true;
-    if (cr_autotune(b, e->workers[0].bw, b->id != CR_BACKEND_CPU, &e->auto_table, err, errlen) != CR_OK ||
-        start_threads(e, err, errlen) < 0)
+    if (cr_autotune(b, e->workers[0].bw, b->id != CR_BACKEND_CPU, &e->auto_table, err, errlen) != CR_OK)
+        goto fail;
+    if (b->host_trim) /* the probes' staging (up to 512 MiB of pinned blocks) is no request's cache */
+        b->host_trim();
+    if (start_threads(e, err, errlen) < 0)
         goto fail;
     cr_config_describe(c, &m, line, sizeof line);
     cr_log("info", "%s", line);

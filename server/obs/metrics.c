@@ -400,7 +400,7 @@ static void render_gauges(text *t, const cr_metrics_gauges *g)
     if (g->has_pinned)
         put(t, "# HELP crunchd_pinned_host_bytes Page-locked host memory: pool blocks held now by "
                "requests and big tasks' staging (in_use), pool blocks kept for the next ones (cached, "
-               "up to CRUNCHD_PINNED_CACHE_MB), the workers' staging (staging: kept buffers up to 64 "
+               "up to CRUNCHD_PINNED_CACHE_MB), the workers' staging (staging: kept buffers up to 4 "
                "MiB per stream, and the pool blocks staging a bigger task now).\n"
                "# TYPE crunchd_pinned_host_bytes gauge\n"
                "crunchd_pinned_host_bytes{state=\"in_use\"} %llu\n"

@@ -211,6 +211,12 @@ static void test_machine_sizing(void)
  * fit now; the probe's bytes count against the same limit. */
 static uint64_t probe_bytes;
 static uint64_t probe(void) { return probe_bytes; }
+static int trims;
+static void trim_half(void)
+{
+    trims++;
+    probe_bytes /= 2;
+}
 
 static void test_memory_budget(void)
 {
@@ -229,11 +235,18 @@ static void test_memory_budget(void)
     CHECK(cr_mem_grow(CR_MEM_BODY, 400, 2000, "x", &err) == -1 && err.http == 413);
     cr_mem_release(CR_MEM_BODY, 400);
     probe_bytes = 350;
-    cr_mem_set_probe(probe);
+    cr_mem_set_probe(probe, NULL);
     CHECK(cr_mem_charge(CR_MEM_DECODE, 100, "x", &err) == -1 && err.http == 503);
     CHECK(cr_mem_charge(CR_MEM_DECODE, 50, "x", &err) == 0);
     cr_mem_release(CR_MEM_DECODE, 50);
-    cr_mem_set_probe(NULL);
+    /* a cache that can be given back yields to a charge, once, and only when it is in the way */
+    cr_mem_set_probe(probe, trim_half);
+    CHECK(cr_mem_charge(CR_MEM_DECODE, 50, "x", &err) == 0 && trims == 0);
+    cr_mem_release(CR_MEM_DECODE, 50);
+    CHECK(cr_mem_charge(CR_MEM_DECODE, 200, "x", &err) == 0 && trims == 1 && probe_bytes == 175);
+    cr_mem_release(CR_MEM_DECODE, 200);
+    CHECK(cr_mem_charge(CR_MEM_DECODE, 350, "x", &err) == -1 && err.http == 503 && trims == 2);
+    cr_mem_set_probe(NULL, NULL);
     cr_mem_release(CR_MEM_ARRAYS, 600);
     for (int k = 0; k < CR_MEM_KINDS; k++)
         CHECK(cr_mem_charged((cr_mem_kind)k) == 0);
