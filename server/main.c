@@ -255,6 +255,11 @@ int main(int argc, char **argv)
         cr_log("error", "cannot install the signal handlers: %s", strerror(errno));
         return EXIT_STARTUP;
     }
+    char err[512] = "";
+    if (cr_http_check(&cfg, err, sizeof err) < 0) {
+        cr_log("error", "%s", err);
+        return EXIT_STARTUP;
+    }
     cr_engine *e = start_engine(&cfg);
     if (!e)
         return EXIT_STARTUP;
@@ -269,7 +274,6 @@ int main(int argc, char **argv)
         cr_engine_stop(e);
         return EXIT_STARTUP;
     }
-    char err[512] = "";
     uint16_t port = 0;
     cr_http_deps deps = {.cfg = &cfg, .engine = e, .jobs = &jobs};
     cr_http *h = cr_http_start(&deps, &port, err, sizeof err);

@@ -410,6 +410,21 @@ static void http_free(cr_http *h)
     free(h);
 }
 
+int cr_http_check(const cr_config *cfg, char *err, size_t errlen)
+{
+    cr_cors cors;
+    cr_auth auth = {0};
+    cr_tls tls = {0};
+    int rc = cr_cors_load(&cors, cfg->cors_origin, err, errlen) < 0 ||
+                     cr_auth_load(&auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
+                     cr_tls_load(&tls, cfg->tls_cert, cfg->tls_key, cfg->tls_priorities, err, errlen) < 0
+                 ? -1
+                 : 0;
+    cr_auth_clear(&auth);
+    cr_tls_free(&tls);
+    return rc;
+}
+
 cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen)
 {
     cr_http *h = calloc(1, sizeof *h);

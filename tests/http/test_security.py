@@ -104,6 +104,8 @@ def test_unusable_token_file_refuses_to_start(tmp_path, content):
         path.write_text(content)
     err = run_bad_start("--auth-token-file", str(path), tmp_path=tmp_path)
     assert "--auth-token-file" in err, err
+    # refused before the engine starts (seconds on cuda: workers, the autotune), not after
+    assert "sized for" not in err, err
 
 
 def test_token_file_from_environment(start_daemon, tmp_path):
