@@ -447,8 +447,12 @@ cr_engine *cr_engine_start(const cr_backend *b, cr_config *c, char *err, size_t 
         goto fail;
     }
     e->q_ready = true;
+    double tuned_at = cr_now();
     if (cr_autotune(b, e->workers[0].bw, b->id != CR_BACKEND_CPU, &e->auto_table, err, errlen) != CR_OK)
         goto fail;
+    /* most of a cuda start: an operator (and the test suite) should see what it costs */
+    cr_log("info", "auto: %zu kernel choices measured in %.1f s (GET /v1/kernels shows them)", e->auto_table.n,
+           cr_now() - tuned_at);
     if (b->host_trim) /* the probes' staging (up to 512 MiB of pinned blocks) is no request's cache */
         b->host_trim();
     if (start_threads(e, err, errlen) < 0)
