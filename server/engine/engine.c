@@ -293,10 +293,9 @@ void cr_engine_gauges(cr_engine *e, cr_metrics_gauges *g)
             e->b->device_info(d, &info);
         snprintf(g->dev[d].name, sizeof g->dev[d].name, "%d:%.100s", d, info.name);
         g->dev[d].used_bytes = info.memory_total - info.memory_free;
-        uint64_t cap = 0;
-        g->dev[d].stream_held_bytes = 0;
+        g->dev[d].stream_held_bytes = g->dev[d].stream_cap_bytes = 0;
         if (e->b->sink_usage)
-            e->b->sink_usage(d, &g->dev[d].stream_held_bytes, &cap);
+            e->b->sink_usage(d, &g->dev[d].stream_held_bytes, &g->dev[d].stream_cap_bytes);
         g->dev[d].ready = atomic_load(&e->dev_ready[d]);
         g->dev[d].jobs = atomic_load(&e->stats[d].jobs);
         g->dev[d].launches = atomic_load(&e->stats[d].batches);

@@ -387,12 +387,17 @@ static void render_gauges(text *t, const cr_metrics_gauges *g)
         {"crunchd_device_stream_held_bytes", "Device memory held by big matrices received straight to the "
                                              "device and results waiting to be sent from it, queued jobs' "
                                              "included (CRUNCHD_SINK_MAX_MB)."},
+        {"crunchd_device_stream_cap_bytes", "The most those may hold: CRUNCHD_SINK_MAX_MB, else half the "
+                                            "device's memory (0 until the first upload sizes it); past it "
+                                            "uploads go through host memory."},
         {"crunchd_device_ready", "1 while the device accepts work."},
     };
     for (size_t k = 0; k < sizeof dg / sizeof dg[0]; k++) {
         put(t, "# HELP %s %s\n# TYPE %s gauge\n", dg[k].name, dg[k].help, dg[k].name);
         for (int d = 0; d < g->n_devices; d++) {
-            uint64_t v = k == 0 ? g->dev[d].used_bytes : k == 1 ? g->dev[d].stream_held_bytes : g->dev[d].ready ? 1 : 0;
+            const uint64_t vals[] = {g->dev[d].used_bytes, g->dev[d].stream_held_bytes, g->dev[d].stream_cap_bytes,
+                                     g->dev[d].ready ? 1 : 0};
+            uint64_t v = vals[k];
             put_device(t, dg[k].name, g->dev[d].name);
             put(t, "} %llu\n", (unsigned long long)v);
         }

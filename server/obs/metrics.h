@@ -22,6 +22,7 @@ typedef struct {
         char name[128];
         uint64_t used_bytes;
         uint64_t stream_held_bytes; /* held by uploads received to it (backend.h, sink_usage) */
+        uint64_t stream_cap_bytes;  /* the most those may hold (0: not sized yet) */
         bool ready;
         uint64_t jobs, launches; /* jobs run there, and the launches (alone or batched) they took */
         double busy_s;           /* wall time with at least one launch in flight there */

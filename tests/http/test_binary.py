@@ -495,6 +495,9 @@ def test_big_matrices_received_straight_to_the_device(daemon):
     assert device_bytes(daemon) - before == (a.nbytes if SUNK else 0)
     assert device_bytes(daemon, "out") - out == (1600 * 1600 * 4 if SUNK else 0)
     assert wait_released(daemon) == 0  # every buffer went with its request
+    caps = [int(v) for v in re.findall(r"^crunchd_device_stream_cap_bytes\{[^}]*\} (\d+)$",
+                                       daemon.metrics_text(), re.M)]
+    assert caps and (min(caps) > 0 if SUNK else max(caps) == 0), caps  # cuda: sized by the first upload
 
 
 def test_big_results_left_on_the_device_only_for_npy_answers(daemon):

@@ -19,6 +19,7 @@ static void test_render(void)
                            .version = "1.2.3", .cuda = "none"};
     strcpy(g.dev[0].name, "0:weird \"name\"\\");
     g.dev[0].used_bytes = 42;
+    g.dev[0].stream_cap_bytes = 1 << 30;
     g.dev[0].ready = true;
     size_t len = 0;
     char *t = cr_metrics_render(&g, &len);
@@ -36,6 +37,7 @@ static void test_render(void)
     CHECK(strstr(t, "crunchd_job_duration_seconds_bucket{op=\"gemm\",phase=\"kernel\",le=\"+Inf\"} 1\n") != NULL);
     CHECK(strstr(t, "crunchd_job_duration_seconds_count{op=\"gemm\",phase=\"total\"} 1\n") != NULL);
     CHECK(strstr(t, "crunchd_device_memory_used_bytes{device=\"0:weird \\\"name\\\"\\\\\"} 42\n") != NULL);
+    CHECK(strstr(t, "crunchd_device_stream_cap_bytes{device=\"0:weird \\\"name\\\"\\\\\"} 1073741824\n") != NULL);
     CHECK(strstr(t, "crunchd_device_ready{device=") != NULL);
     CHECK(strstr(t, "crunchd_build_info{version=\"1.2.3\",backend=\"cpu\",cuda=\"none\"} 1\n") != NULL);
     CHECK(strstr(t, "# TYPE crunchd_job_duration_seconds histogram\n") != NULL);
