@@ -182,6 +182,10 @@ struct cr_backend {
      * cancel flag between phases: the engine answers a cancelled task once it is done. */
     cr_status (*run_launch)(cr_worker *w, int lane, const cr_task *t, char *err, size_t errlen);
     cr_status (*run_wait)(cr_worker *w, int lane, cr_timings *tm, char *err, size_t errlen);
+    /* The most device memory (task_device_bytes) a task should need to go through run_launch
+     * (0: any). cuda: what each lane keeps allocated, so that a task on a lane allocates nothing;
+     * bigger tasks gain nothing from overlap and run through run(), one at a time per worker. */
+    uint64_t run_launch_max_bytes;
     /* Optional (NULL: none): the runtime library's and the driver's versions as the vendor
      * encodes them (CUDA: 1000 * major + 10 * minor; 0 when absent). Needs no device and no
      * init: `crunchd --version` asks on machines without a GPU. */

@@ -160,6 +160,7 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_cuda_batch_wait,
     cr_cuda_run_launch,
     cr_cuda_run_wait,
+    CR_EXEC_KEEP_BYTES,
     cuda_versions,
     NULL, /* task_host_bytes: run() allocates no host memory of its own */
     cr_sink_open,

@@ -127,18 +127,15 @@ static void mark_batchable(cr_engine *e, cr_job *j)
     j->batchable = true;
 }
 
-/* Up to this much device memory, a job that is not batched still runs on a lane, its worker
- * going on to the next job meanwhile (a 2048² float32 GEMM takes 48 MiB). Bigger jobs run one
- * at a time per worker: they gain nothing from overlap, and each lane would hold their device
- * and pinned staging memory at once. */
-#define LANED_MAX_BYTES (64ull << 20)
-
-/* Whether a job that is not batched may still run on a lane: the backend can, and the job is
- * neither compare mode (several runs, checked on the host) nor test-delayed nor big. */
+/* Whether a job that is not batched may still run on a lane, its worker going on to the next
+ * job meanwhile: the backend can, and the job is neither compare mode (several runs, checked on
+ * the host) nor test-delayed nor bigger than the backend's run_launch_max_bytes (cuda: 64 MiB,
+ * a 2048² float32 GEMM takes 48). */
 static void mark_laned(cr_engine *e, cr_job *j, uint64_t device_bytes)
 {
+    uint64_t max = e->b->run_launch_max_bytes;
     j->laned = !j->batchable && e->b->run_launch && e->b->lanes > 0 && j->req.kernel.mode != CR_KERNEL_ALL &&
-               j->debug_delay_ms <= 0 && device_bytes <= LANED_MAX_BYTES;
+               j->debug_delay_ms <= 0 && (max == 0 || device_bytes <= max);
 }
 
 /* A job whose tensors are in a device's memory (CUDA shared memory) runs on that device: every

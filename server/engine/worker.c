@@ -5,7 +5,7 @@
  *   - a job that is not batched (named hand-written kernels, jobs too big to gain from sharing a
  *     launch) on a lane too, through the backend's run_launch: its own copies and kernel; or
  *   - a job alone through the backend's run(), the worker waiting for it (compare mode, jobs
- *     over the engine's LANED_MAX_BYTES, backends without lanes).
+ *     over the backend's run_launch_max_bytes, backends without lanes).
  * Up to the backend's lanes are in flight per worker; the worker takes the next job while earlier
  * ones run, and waits for the oldest only when its lanes are full or nothing else is ready, so
  * the device is not left idle between jobs nor a thread spent per job in flight. Every job keeps
