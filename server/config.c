@@ -109,6 +109,9 @@ static const opt_spec specs[] = {
      "binary uploads (.npy, multipart .npy, raw bytes) of at least this many KiB are read by crunchd "
      "itself, straight into the arrays' buffers, instead of through libmicrohttpd's: on --unix-socket, "
      "and over TCP without TLS (0: never; libmicrohttpd then accepts TCP connections itself)"},
+    {"auto-cache", OPT_STR, F(auto_cache), 0, 0, "none: measured at every start",
+     "keep the table behind kernel \"auto\" in this file: a start by the same binary on the same "
+     "device reads it instead of timing every kernel again (most of a cuda start, ~10 s)"},
     {"test-hooks", OPT_BOOL, F(test_hooks), 0, 0, "off",
      "honour X-Crunchd-Debug-Delay-Ms (for tests only)"},
 };

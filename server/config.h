@@ -52,6 +52,7 @@ typedef struct {
     char unix_socket_group[64]; /* a group name or gid; "": the daemon's */
     unsigned unix_mode;       /* unix_socket_mode parsed */
     int direct_min_kb;        /* binary uploads this big skip libmicrohttpd (unix, TCP without TLS); 0: never */
+    char auto_cache[256];      /* keep the auto table in this file between starts; "": measure each start */
     char tls_priorities[256];  /* GnuTLS priority string; "": server/http/tls.h's default */
     bool test_hooks;
     uint64_t given;           /* a bit per option set by a flag or its variable (config.c) */

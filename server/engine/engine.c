@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "server/clock.h"
+#include "server/engine/auto_cache.h"
 #include "server/engine/autotune.h"
 #include "server/engine/engine_internal.h"
 #include "server/machine.h"
@@ -125,6 +126,31 @@ static void mark_batchable(cr_engine *e, cr_job *j)
         return;
     cr_batch_key_of(t, row, &j->batch_key);
     j->batchable = true;
+}
+
+/* The table behind "auto": read from --auto-cache when this binary measured it on this device,
+ * else measured (most of a cuda start: the log says how long) and written there. */
+static int build_auto_table(cr_engine *e, char *err, size_t errlen)
+{
+    const cr_backend *b = e->b;
+    const char *path = e->cfg->auto_cache;
+    char key[512], why[256] = "";
+    cr_auto_cache_key(b, e->n_devices > 0 ? e->dev[0].name : "none", key, sizeof key);
+    if (path[0] && cr_auto_cache_load(path, key, b, &e->auto_table, why, sizeof why) == 0) {
+        cr_log("info", "auto: %zu kernel choices read from %s (GET /v1/kernels shows them)", e->auto_table.n, path);
+        return 0;
+    }
+    double at = cr_now();
+    if (cr_autotune(b, e->workers[0].bw, b->id != CR_BACKEND_CPU, &e->auto_table, err, errlen) != CR_OK)
+        return -1;
+    cr_log("info", "auto: %zu kernel choices measured in %.1f s (GET /v1/kernels shows them)%s%s",
+           e->auto_table.n, cr_now() - at, path[0] ? "; --auto-cache not used: " : "", why);
+    if (b->host_trim) /* the probes' staging (up to 512 MiB of pinned blocks) is no request's cache */
+        b->host_trim();
+    char werr[512];
+    if (path[0] && cr_auto_cache_save(path, key, &e->auto_table, werr, sizeof werr) < 0)
+        cr_log("warn", "auto: not kept for the next start: %s", werr);
+    return 0;
 }
 
 /* Whether a job that is not batched may still run on a lane, its worker going on to the next
@@ -443,14 +469,8 @@ cr_engine *cr_engine_start(const cr_backend *b, cr_config *c, char *err, size_t 
         goto fail;
     }
     e->q_ready = true;
-    double tuned_at = cr_now();
-    if (cr_autotune(b, e->workers[0].bw, b->id != CR_BACKEND_CPU, &e->auto_table, err, errlen) != CR_OK)
+    if (build_auto_table(e, err, errlen) < 0)
         goto fail;
-    /* most of a cuda start: an operator (and the test suite) should see what it costs */
-    cr_log("info", "auto: %zu kernel choices measured in %.1f s (GET /v1/kernels shows them)", e->auto_table.n,
-           cr_now() - tuned_at);
-    if (b->host_trim) /* the probes' staging (up to 512 MiB of pinned blocks) is no request's cache */
-        b->host_trim();
     if (start_threads(e, err, errlen) < 0)
         goto fail;
     cr_config_describe(c, &m, line, sizeof line);

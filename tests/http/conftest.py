@@ -11,6 +11,7 @@ port file and then GET /readyz (bounded, never a fixed sleep), writes its stderr
 its own, and on teardown gets SIGTERM and must exit 0 with no sanitizer report in its log.
 """
 
+import atexit
 import contextlib
 import http.client
 import json
@@ -34,6 +35,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("CRUNCHD_BIN") or str(ROOT / "build" / "crunchd")
 BACKEND = os.environ.get("CRUNCHD_BACKEND", "cpu")
 EXTRA_ARGS = shlex.split(os.environ.get("CRUNCHD_TEST_ARGS", ""))
+# The table behind "auto", measured by the session's first daemon and read by the others
+# (--auto-cache): measuring it is most of a daemon's start (~10 s on cuda), and the suite starts
+# hundreds. test_config.py's own test measures, reads and refuses it.
+AUTO_CACHE = os.path.join(tempfile.gettempdir(), f"crunchd-test-auto-{os.getpid()}.json")
+atexit.register(lambda: os.path.exists(AUTO_CACHE) and os.unlink(AUTO_CACHE))
 
 # Sanitizer builds are several times slower: scale every bounded wait, never the semantics.
 SLOW = 4.0 if ("asan" in BIN or os.environ.get("CRUNCHD_SLOW")) else 1.0
@@ -100,7 +106,8 @@ class Daemon:
             env["CUDA_VISIBLE_DEVICES"] = env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
         env.update(self.env_extra)
         cmd = [BIN, "--port", "0", "--port-file", str(self.port_file), "--bind", "127.0.0.1",
-               "--backend", BACKEND] + ([] if self.host_path else HOST_PATH_OFF) + EXTRA_ARGS + self.args
+               "--backend", BACKEND, "--auto-cache", AUTO_CACHE] + ([] if self.host_path else HOST_PATH_OFF) + \
+            EXTRA_ARGS + self.args
         if self.port_file.exists():
             self.port_file.unlink()
         self._log = open(self.log_path, "wb")

@@ -2,6 +2,7 @@
 --help with every flag's default, limits whose defaults follow other limits, and `make run`
 honouring the daemon's own CRUNCHD_* variables."""
 
+import json
 import os
 import pathlib
 import re
@@ -210,3 +211,29 @@ def test_make_serve_listens_on_crunchd_port(tmp_path):
         os.killpg(p.pid, signal.SIGTERM)
         p.wait(timeout=60)
         log.close()
+
+
+def test_auto_cache_is_written_then_read_and_refused_from_another_build(start_daemon, tmp_path):
+    """--auto-cache: the first start measures the table behind "auto" and writes it; the next
+    start of the same binary reads it (same choices, no probes); a file from another build or
+    device (another key) or a malformed one is measured over and rewritten."""
+    path = tmp_path / "auto.json"
+    first = start_daemon("--auto-cache", str(path), name="auto-first")
+    table = first.get("/v1/kernels").json()["auto"]
+    assert "measured in" in first.log_text() and path.exists()
+    doc = json.loads(path.read_text())
+    assert len(doc["rows"]) == len(table) and "crunchd" in doc["key"]
+    first.stop()
+    second = start_daemon("--auto-cache", str(path), name="auto-second")
+    assert f"read from {path}" in second.log_text() and "measured in" not in second.log_text()
+    assert second.get("/v1/kernels").json()["auto"] == table
+    second.stop()
+    for broken, why in ((doc | {"key": "crunchd 0.0 other device"}, "another build"),
+                        (doc | {"rows": [{"op": 0, "kernel": "no-such-kernel"}]}, "row 1"),
+                        ("{not json", "not an auto table")):
+        path.write_text(broken if isinstance(broken, str) else json.dumps(broken))
+        d = start_daemon("--auto-cache", str(path), name=f"auto-{why.split()[0]}")
+        assert "measured in" in d.log_text() and why in d.log_text(), d.log_tail()
+        assert json.loads(path.read_text())["key"] == doc["key"]  # rewritten for this build
+        assert len(d.get("/v1/kernels").json()["auto"]) == len(table)  # measured again: times differ
+        d.stop()
