@@ -410,6 +410,27 @@ static void http_free(cr_http *h)
     free(h);
 }
 
+/* libmicrohttpd checks the key pair and the priority string only as a daemon starts: one that
+ * binds nothing is started and stopped here to ask it. */
+static int check_tls(const cr_config *cfg, const cr_tls *tls, char *err, size_t errlen)
+{
+    if (!cr_tls_enabled(tls))
+        return 0;
+    mhd_last_message[0] = '\0';
+    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_TLS | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG, 0, NULL,
+                                            NULL, access_handler, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger,
+                                            NULL, MHD_OPTION_ARRAY, tls->options, MHD_OPTION_END);
+    if (!d) {
+        snprintf(err, errlen, "cannot serve TLS with --tls-cert %s and --tls-key %s%s (libmicrohttpd's warnings "
+                 "above say why; the last: %s)", cfg->tls_cert, cfg->tls_key,
+                 cfg->tls_priorities[0] ? " and --tls-priorities" : ": do the certificate and the key match?",
+                 mhd_last_message[0] ? mhd_last_message : "none");
+        return -1;
+    }
+    MHD_stop_daemon(d);
+    return 0;
+}
+
 int cr_http_check(const cr_config *cfg, char *err, size_t errlen)
 {
     cr_cors cors;
@@ -417,7 +438,8 @@ int cr_http_check(const cr_config *cfg, char *err, size_t errlen)
     cr_tls tls = {0};
     int rc = cr_cors_load(&cors, cfg->cors_origin, err, errlen) < 0 ||
                      cr_auth_load(&auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
-                     cr_tls_load(&tls, cfg->tls_cert, cfg->tls_key, cfg->tls_priorities, err, errlen) < 0
+                     cr_tls_load(&tls, cfg->tls_cert, cfg->tls_key, cfg->tls_priorities, err, errlen) < 0 ||
+                     check_tls(cfg, &tls, err, errlen) < 0
                  ? -1
                  : 0;
     cr_auth_clear(&auth);

@@ -11,7 +11,8 @@
 
 /* Starts listening; the bound port is in *port (useful with --port 0). NULL with err. */
 cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen);
-/* Loads what the HTTP flags name (CORS origins, the token file, TLS's key pair) and lets it go:
+/* Loads what the HTTP flags name (CORS origins, the token file, TLS's key pair and priorities,
+ * which libmicrohttpd is asked to accept) and lets it go:
  * main calls it before the engine, which on cuda takes seconds to start (workers, the
  * autotune), so that a typo in --tls-key is refused at once. -1 with err: as cr_http_start's. */
 int cr_http_check(const cr_config *cfg, char *err, size_t errlen);

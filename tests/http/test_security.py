@@ -319,17 +319,25 @@ def test_tls_big_uploads_stay_with_libmicrohttpd(start_daemon, self_signed):
     assert f'crunchd_device_stream_bytes_total{{direction="out"}} {sent}' in metrics, metrics[-2000:]
 
 
-@pytest.mark.parametrize("which", ["cert-only", "key-only", "missing-files", "garbage"])
+@pytest.mark.parametrize("which", ["cert-only", "key-only", "missing-files", "garbage", "mismatched"])
 def test_tls_bad_configuration_refuses_to_start(self_signed, tmp_path, which):
     cert, key = self_signed
+    other_key = tmp_path / "other-key.pem"  # a valid key, not the certificate's
+    if which == "mismatched":
+        if not shutil.which("openssl"):
+            pytest.skip("openssl is not installed (make deps)")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-out", str(other_key)], check=True,
+                       capture_output=True, timeout=60)
     junk = tmp_path / "junk.pem"
     junk.write_text("not a certificate\n")
     args = {"cert-only": ["--tls-cert", cert],
             "key-only": ["--tls-key", key],
             "missing-files": ["--tls-cert", str(tmp_path / "nope.pem"), "--tls-key", key],
-            "garbage": ["--tls-cert", str(junk), "--tls-key", str(junk)]}[which]
+            "garbage": ["--tls-cert", str(junk), "--tls-key", str(junk)],
+            "mismatched": ["--tls-cert", cert, "--tls-key", str(other_key)]}[which]
     err = run_bad_start(*args, tmp_path=tmp_path)
     assert "tls" in err.lower() or "TLS" in err, err
+    assert "sized for" not in err, err  # refused before the engine starts (seconds on cuda)
 
 
 def s_client(port, *args):
@@ -386,4 +394,4 @@ def test_tls_bad_priority_string_refuses_to_start(self_signed, tmp_path):
     cert, key = self_signed
     err = run_bad_start("--tls-cert", cert, "--tls-key", key, "--tls-priorities", "NOT-A-PRIORITY",
                         tmp_path=tmp_path)
-    assert "TLS" in err, err
+    assert "TLS" in err and "sized for" not in err, err  # refused before the engine starts
