@@ -246,8 +246,9 @@ static void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_co
 /* Why libmicrohttpd could not start, in words an operator can act on. It does not report the
  * bind's errno, so a busy or forbidden port is found by trying the bind ourselves (as
  * libmicrohttpd does: SO_REUSEADDR, so sockets in TIME_WAIT do not count). */
-static void explain_start_failure(const cr_config *cfg, const struct sockaddr_storage *ss, char *err,
-                                  size_t errlen)
+/* The errno of a bind to ss as libmicrohttpd makes it (SO_REUSEADDR, so sockets in TIME_WAIT do
+ * not count), the socket closed again; 0: it would bind. */
+static int try_bind(const struct sockaddr_storage *ss)
 {
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, bind_errno = 0;
     socklen_t len = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
@@ -256,13 +257,25 @@ static void explain_start_failure(const cr_config *cfg, const struct sockaddr_st
         bind_errno = bind(fd, (const struct sockaddr *)ss, len) == 0 ? 0 : errno;
         close(fd);
     }
+    return bind_errno;
+}
+
+/* A bind that failed, in words an operator can act on; 0 when it did not. */
+static int explain_bind(const cr_config *cfg, int bind_errno, char *err, size_t errlen)
+{
     if (bind_errno == EADDRINUSE)
         snprintf(err, errlen, "cannot listen on %s port %d: the port is in use by another process "
                  "(another crunchd?); choose another --port, or give every process --reuse-port "
                  "to share it on purpose", cfg->bind, cfg->port);
     else if (bind_errno)
         snprintf(err, errlen, "cannot listen on %s port %d: %s", cfg->bind, cfg->port, strerror(bind_errno));
-    else
+    return bind_errno ? -1 : 0;
+}
+
+static void explain_start_failure(const cr_config *cfg, const struct sockaddr_storage *ss, char *err,
+                                  size_t errlen)
+{
+    if (explain_bind(cfg, try_bind(ss), err, errlen) == 0)
         snprintf(err, errlen, "cannot start the HTTP listener on %s port %d%s (%s)", cfg->bind, cfg->port,
                  cfg->tls_cert[0] ? " with TLS: is the key pair valid?" : "",
                  mhd_last_message[0] ? mhd_last_message : "no reason given");
@@ -431,6 +444,18 @@ static int check_tls(const cr_config *cfg, const cr_tls *tls, char *err, size_t 
     return 0;
 }
 
+/* A port held by another process (the commonest start-up error) is named before the engine
+ * starts; the start binds for real later. Not for --reuse-port, whose point is sharing. */
+static int check_port(const cr_config *cfg, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    if (!cr_config_tcp(cfg) || cfg->port == 0 || cfg->reuse_port)
+        return 0;
+    if (make_addr(cfg->bind, (uint16_t)cfg->port, &ss, err, errlen) < 0)
+        return -1;
+    return explain_bind(cfg, try_bind(&ss), err, errlen);
+}
+
 int cr_http_check(const cr_config *cfg, char *err, size_t errlen)
 {
     cr_cors cors;
@@ -439,7 +464,7 @@ int cr_http_check(const cr_config *cfg, char *err, size_t errlen)
     int rc = cr_cors_load(&cors, cfg->cors_origin, err, errlen) < 0 ||
                      cr_auth_load(&auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
                      cr_tls_load(&tls, cfg->tls_cert, cfg->tls_key, cfg->tls_priorities, err, errlen) < 0 ||
-                     check_tls(cfg, &tls, err, errlen) < 0
+                     check_tls(cfg, &tls, err, errlen) < 0 || check_port(cfg, err, errlen) < 0
                  ? -1
                  : 0;
     cr_auth_clear(&auth);
