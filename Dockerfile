@@ -49,7 +49,7 @@ RUN apt-get update \
  && groupadd --system --gid 10001 crunchd \
  && useradd --system --uid 10001 --gid crunchd --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin crunchd \
- && install -d -o 10001 -g 10001 -m 0750 /run/crunchd
+ && install -d -o 10001 -g 10001 -m 0750 /run/crunchd /var/cache/crunchd
 
 COPY --from=build /src/build/crunchd /usr/local/bin/crunchd
 # Fail the build, not the first start, when a shared library is missing.
@@ -60,6 +60,7 @@ ENV CRUNCHD_BIND=0.0.0.0 \
     CRUNCHD_PORT=8080 \
     CRUNCHD_BACKEND=auto \
     CRUNCHD_DRAIN_TIMEOUT_S=30 \
+    CRUNCHD_AUTO_CACHE=/var/cache/crunchd/auto.json \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 

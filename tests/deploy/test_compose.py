@@ -28,6 +28,9 @@ def test_compose_stack():
     assert cr.get("stop_signal", "SIGTERM") == "SIGTERM"
     assert cr["restart"] == "on-failure"  # exit 3 (device fault) restarts, exit 0 stays down
     assert "8080:8080" in cr["ports"]
+    # the image's --auto-cache file outlives the container: later starts skip the kernel timing
+    cache = [v.split(":")[0] for v in cr["volumes"] if v.endswith(":/var/cache/crunchd")]
+    assert cache and cache[0] in c["volumes"], cr["volumes"]
     for name in ("prometheus", "grafana"):
         for v in svc[name]["volumes"]:
             src = v.split(":")[0]

@@ -120,7 +120,8 @@ def test_runtime_stage(df):
     assert len(hc) == 1 and '"crunchd", "--check"' in hc[0] and "/healthz" in hc[0], hc
     assert '"crunchd"' in args("ENTRYPOINT")[0]
     env = " ".join(args("ENV"))
-    for kv in ("CRUNCHD_BIND=0.0.0.0", "CRUNCHD_PORT=8080", "NVIDIA_VISIBLE_DEVICES=all"):
+    for kv in ("CRUNCHD_BIND=0.0.0.0", "CRUNCHD_PORT=8080", "NVIDIA_VISIBLE_DEVICES=all",
+               "CRUNCHD_AUTO_CACHE=/var/cache/crunchd/"):  # a directory the image makes, owned by its user
         assert kv in env, kv
     caps = re.search(r"NVIDIA_DRIVER_CAPABILITIES=(\S+)", env).group(1).split(",")
     assert "compute" in caps and "utility" in caps

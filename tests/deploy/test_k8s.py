@@ -68,6 +68,9 @@ def test_deployment_semantics():
     assert psc["runAsNonRoot"] is True and psc["runAsUser"] != 0
     assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"]["drop"] == ["ALL"]
+    # the image's --auto-cache file is on a volume, so a restarted container (exit 3) reads it
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    assert "emptyDir" in {v["name"]: v for v in pod["volumes"]}[mounts["/var/cache/crunchd"]]
     sel = dep["spec"]["selector"]["matchLabels"]
     assert sel.items() <= dep["spec"]["template"]["metadata"]["labels"].items()
 
