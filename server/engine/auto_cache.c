@@ -63,9 +63,12 @@ static int read_row(const cJSON *o, const cr_backend *b, cr_auto_row *r)
     const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(o, "kernel");
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "ms");
     const cJSON *probe = cJSON_GetObjectItemCaseSensitive(o, "probe");
-    if (int_field(o, "op", 0, CR_OP_COUNT - 1, &op) < 0 || int_field(o, "dtype", 0, CR_DT_COUNT - 1, &dtype) < 0 ||
-        int_field(o, "precision", CR_PREC_DEFAULT, CR_PREC_TF32, &prec) < 0 || !cJSON_IsBool(large) ||
-        !cJSON_IsNumber(ms) || !isfinite(ms->valuedouble) || ms->valuedouble < 0 || !cJSON_IsString(probe) || !(cJSON_IsNull(kernel) || cJSON_IsString(kernel)))
+    bool fields_ok = int_field(o, "op", 0, CR_OP_COUNT - 1, &op) == 0 &&
+                     int_field(o, "dtype", 0, CR_DT_COUNT - 1, &dtype) == 0 &&
+                     int_field(o, "precision", CR_PREC_DEFAULT, CR_PREC_TF32, &prec) == 0 && cJSON_IsBool(large) &&
+                     cJSON_IsNumber(ms) && isfinite(ms->valuedouble) && ms->valuedouble >= 0 &&
+                     cJSON_IsString(probe) && (cJSON_IsNull(kernel) || cJSON_IsString(kernel));
+    if (!fields_ok)
         return -1;
     *r = (cr_auto_row){.op = (cr_op)op, .dtype = (cr_dtype)dtype, .large = cJSON_IsTrue(large),
                        .precision = (cr_precision)prec, .ms = ms->valuedouble};
