@@ -224,6 +224,14 @@ struct cr_backend {
     void (*sink_free)(void *s);
     /* Optional: device memory the open sinks hold on `device` now, and the most they may. */
     void (*sink_usage)(int device, uint64_t *held, uint64_t *cap);
+    /* Optional (NULL: no pool of its own): the device memory the backend's allocator holds on
+     * `device`: given to tasks, worker streams and sinks now (in_use), and kept for the next ones
+     * (cached: cuda keeps up to CRUNCHD_DEVICE_CACHE_MB per device and gives the rest back at the
+     * next synchronisation, so an idle daemon does not sit on its busiest moment's memory). */
+    void (*device_pool_usage)(int device, uint64_t *in_use, uint64_t *cached);
+    /* Optional: gives every device's cached memory back (after the start-up autotune, whose
+     * probes are no request's cache). */
+    void (*device_trim)(void);
 };
 
 extern const cr_backend cr_backend_cpu;

@@ -1,6 +1,7 @@
 /* The cuda backend: device enumeration and the table server/ calls through. Its kernels are rows
  * of kernels/registry.c; workers (cuda_worker.cu) and task runs (cuda_run.cu) live beside it. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_worker.h"
@@ -11,15 +12,48 @@
 static int n_devices;
 
 /* Memory a task frees goes back to its device's pool, not to the driver, so the next task of the
- * same size allocates without a round trip. */
+ * same size allocates without a round trip; past CRUNCHD_DEVICE_CACHE_MB (default 2048) of it,
+ * the pool gives the rest back at the next synchronisation: a daemon that once ran a 40 GB job,
+ * or received a burst of big uploads, does not keep that memory from other processes while idle
+ * (several test daemons sharing one GPU ran it out, and a new context could not be made). */
+static uint64_t device_cache_bytes(void)
+{
+    const char *s = getenv("CRUNCHD_DEVICE_CACHE_MB");
+    long mb = s ? strtol(s, NULL, 10) : 2048;
+    return (uint64_t)(mb > 0 ? mb : 0) << 20;
+}
+
 static cudaError_t keep_pool_memory(int device, cr_cuda_err *e)
 {
     cudaMemPool_t pool;
-    uint64_t keep = UINT64_MAX;
+    uint64_t keep = device_cache_bytes();
     CR_CHECK(e, cudaDeviceGetDefaultMemPool(&pool, device));
     CR_CHECK(e, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
 cleanup:
     return e->code;
+}
+
+static void cuda_device_pool_usage(int device, uint64_t *in_use, uint64_t *cached)
+{
+    cudaMemPool_t pool;
+    uint64_t used = 0, reserved = 0; /* what the two attributes are (cuuint64_t) */
+    *in_use = *cached = 0;
+    if (device < 0 || device >= n_devices || cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess ||
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    *in_use = used;
+    *cached = reserved > used ? reserved - used : 0;
+}
+
+static void cuda_device_trim(void)
+{
+    cudaMemPool_t pool;
+    for (int d = 0; d < n_devices; d++)
+        if (cudaDeviceGetDefaultMemPool(&pool, d) != cudaSuccess || cudaMemPoolTrimTo(pool, 0) != cudaSuccess)
+            cudaGetLastError(); /* not sticky: the memory only stays cached */
 }
 
 /* cudaDeviceScheduleAuto spins whenever the machine has more cores than the process has
@@ -171,4 +205,6 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_sink_read,
     cr_sink_free,
     cr_sink_usage,
+    cuda_device_pool_usage,
+    cuda_device_trim,
 };

@@ -147,6 +147,8 @@ static int build_auto_table(cr_engine *e, char *err, size_t errlen)
            e->auto_table.n, cr_now() - at, path[0] ? "; --auto-cache not used: " : "", why);
     if (b->host_trim) /* the probes' staging (up to 512 MiB of pinned blocks) is no request's cache */
         b->host_trim();
+    if (b->device_trim) /* nor are their device buffers, which the pool would keep */
+        b->device_trim();
     char werr[512];
     if (path[0] && cr_auto_cache_save(path, key, &e->auto_table, werr, sizeof werr) < 0)
         cr_log("warn", "auto: not kept for the next start: %s", werr);
@@ -309,6 +311,7 @@ void cr_engine_gauges(cr_engine *e, cr_metrics_gauges *g)
     if (g->has_pinned)
         e->b->host_usage(&g->pinned_in_use, &g->pinned_cached, &g->pinned_staging);
     g->n_devices = e->n_devices;
+    g->has_device_pool = e->b->device_pool_usage != NULL;
     g->host_jobs = atomic_load(&e->host_jobs);
     for (int d = 0; d < e->n_devices; d++) {
         cr_device_info info = e->dev[d];
@@ -319,6 +322,9 @@ void cr_engine_gauges(cr_engine *e, cr_metrics_gauges *g)
         g->dev[d].stream_held_bytes = g->dev[d].stream_cap_bytes = 0;
         if (e->b->sink_usage)
             e->b->sink_usage(d, &g->dev[d].stream_held_bytes, &g->dev[d].stream_cap_bytes);
+        g->dev[d].pool_in_use_bytes = g->dev[d].pool_cached_bytes = 0;
+        if (e->b->device_pool_usage)
+            e->b->device_pool_usage(d, &g->dev[d].pool_in_use_bytes, &g->dev[d].pool_cached_bytes);
         g->dev[d].ready = atomic_load(&e->dev_ready[d]);
         g->dev[d].jobs = atomic_load(&e->stats[d].jobs);
         g->dev[d].launches = atomic_load(&e->stats[d].batches);

@@ -402,6 +402,17 @@ static void render_gauges(text *t, const cr_metrics_gauges *g)
             put(t, "} %llu\n", (unsigned long long)v);
         }
     }
+    if (g->has_device_pool) {
+        put(t, "# HELP crunchd_device_pool_bytes Device memory this daemon's allocator holds: given to "
+               "jobs, worker streams and uploads now (in_use), and kept for the next ones (cached, up to "
+               "CRUNCHD_DEVICE_CACHE_MB per device).\n# TYPE crunchd_device_pool_bytes gauge\n");
+        for (int d = 0; d < g->n_devices; d++) {
+            put_device(t, "crunchd_device_pool_bytes", g->dev[d].name);
+            put(t, ",state=\"in_use\"} %llu\n", (unsigned long long)g->dev[d].pool_in_use_bytes);
+            put_device(t, "crunchd_device_pool_bytes", g->dev[d].name);
+            put(t, ",state=\"cached\"} %llu\n", (unsigned long long)g->dev[d].pool_cached_bytes);
+        }
+    }
     if (g->has_pinned)
         put(t, "# HELP crunchd_pinned_host_bytes Page-locked host memory: pool blocks held now by "
                "requests and big tasks' staging (in_use), pool blocks kept for the next ones (cached, "

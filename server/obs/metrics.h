@@ -23,6 +23,7 @@ typedef struct {
         uint64_t used_bytes;
         uint64_t stream_held_bytes; /* held by uploads received to it (backend.h, sink_usage) */
         uint64_t stream_cap_bytes;  /* the most those may hold (0: not sized yet) */
+        uint64_t pool_in_use_bytes, pool_cached_bytes; /* the backend's allocator (device_pool_usage) */
         bool ready;
         uint64_t jobs, launches; /* jobs run there, and the launches (alone or batched) they took */
         double busy_s;           /* wall time with at least one launch in flight there */
@@ -32,6 +33,7 @@ typedef struct {
     const char *version;
     const char *cuda;     /* CUDA runtime version, "none" on CPU-only builds */
     bool has_pinned;      /* the backend keeps pinned host memory (cuda) */
+    bool has_device_pool; /* ... and a device memory pool (cuda): dev[].pool_* are set */
     uint64_t pinned_in_use, pinned_cached, pinned_staging;
     uint64_t results_kept_bytes; /* finished async results in the job table */
     uint64_t shm_regions, shm_registered_bytes; /* system shared memory registered by clients */

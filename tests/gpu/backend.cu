@@ -590,7 +590,8 @@ static void test_run_lanes(void)
 static void test_staging_bounded(void)
 {
     const size_t MiB = 1 << 20, sizes[] = {MiB + 7, 80 * MiB + 3};
-    expect(B->host_usage != NULL, "host_usage reports staging");
+    expect(B->host_usage != NULL && B->device_pool_usage != NULL && B->device_trim != NULL,
+           "host_usage reports staging, device_pool_usage the pool");
     for (size_t n : sizes) {
         std::vector<unsigned char> data(n);
         for (size_t i = 0; i < n; i++)
@@ -619,6 +620,21 @@ static void test_staging_bounded(void)
             B->host_trim();
             B->host_usage(&use, &cache, &stage);
             expect(cache == 0 && stage == stage0, "host_trim gives the cache back, not the kept staging", "");
+            /* its 80 MiB of device input was past a stream's own buffer: from the pool, kept there
+             * (under CRUNCHD_DEVICE_CACHE_MB) until device_trim */
+            uint64_t dev_use, dev_cache, dev_use2, dev_cache2;
+            B->device_pool_usage(0, &dev_use, &dev_cache);
+            char got[160];
+            snprintf(got, sizeof got, "in use %llu, cached %llu", (unsigned long long)dev_use,
+                     (unsigned long long)dev_cache);
+            expect(dev_cache >= n, "the device buffer is back in the pool's cache", got);
+            B->device_trim();
+            B->device_pool_usage(0, &dev_use2, &dev_cache2);
+            snprintf(got, sizeof got, "in use %llu -> %llu, cached %llu -> %llu", (unsigned long long)dev_use,
+                     (unsigned long long)dev_use2, (unsigned long long)dev_cache, (unsigned long long)dev_cache2);
+            /* the pool reserves in chunks: one that a stream's kept buffer shares stays */
+            expect(dev_cache2 < n && dev_use2 == dev_use, "device_trim gives the cache back, not what is in use", got);
+            printf("device pool: %s\n", got);
         }
     }
 }

@@ -1,6 +1,7 @@
 """Operations: health, readiness, info, kernels, metrics, Server-Timing, concurrency, admission
 control (queue full), deadlines, configuration by flag and environment, SIGTERM drain."""
 
+import io
 import re
 import signal
 import subprocess
@@ -546,3 +547,33 @@ def test_pinned_host_memory_gauge(daemon):
     assert staging > 0
     assert value(samples, "crunchd_memory_charged_bytes", kind="backend") >= \
         staging + value(samples, "crunchd_pinned_host_bytes", state="cached")
+
+
+def test_device_pool_is_shown_and_bounded(start_daemon):
+    """cuda's allocator keeps freed device memory for the next job, up to CRUNCHD_DEVICE_CACHE_MB
+    per device; past it the memory goes back to the driver, so an idle daemon does not hold its
+    busiest moment's memory (six test daemons sharing one H100 ran it out of memory for a new
+    context). The autotune's probes are not kept either. The CPU backend shows no pool."""
+    d = start_daemon("--workers", "1", env={"CRUNCHD_DEVICE_CACHE_MB": "32"})
+    _, samples, types = scrape(d)
+    if BACKEND != "cuda":
+        assert "crunchd_device_pool_bytes" not in types
+        return
+    dev = next(v for (n, labels), _ in samples.items() if n == "crunchd_device_pool_bytes"
+               for k, v in labels if k == "device")
+    assert value(samples, "crunchd_device_pool_bytes", device=dev, state="cached") <= 32 << 20
+    # a 2048x4096 operand pair and its result: 96 MiB of device memory, past a stream's own
+    # 64 MiB buffer, so the job allocates from the pool and frees it when done
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((2048, 4096), dtype=np.float32)
+    b = rng.standard_normal((4096, 2048), dtype=np.float32)
+    parts = {}
+    for name, m in (("a", a), ("b", b)):
+        buf = io.BytesIO()
+        np.save(buf, m)
+        parts[name] = (f"{name}.npy", buf.getvalue(), "application/octet-stream")
+    r = d.post("/v1/gemm?kernel=cublas", files=parts, headers={"Accept": "application/x-npy"})
+    assert r.status_code == 200, r.text[:300]
+    _, samples, _ = scrape(d)
+    assert value(samples, "crunchd_device_pool_bytes", device=dev, state="cached") <= 32 << 20
+    assert ("crunchd_device_pool_bytes", (("device", dev), ("state", "in_use"))) in samples
