@@ -450,6 +450,13 @@ void *cr_bin_span(const cr_bin_request *r, const cr_bin_part *p, size_t *len)
     return (char *)p->data + p->received;
 }
 
+size_t cr_bin_buffered_need(const cr_bin_part *p)
+{
+    if (!p->header_done)
+        return p->hdr_need > p->hdr_len ? p->hdr_need - p->hdr_len : 1;
+    return p->scatter && p->received < p->h.data_bytes ? SIZE_MAX : 0;
+}
+
 int cr_bin_spanned(cr_bin_request *r, cr_bin_part *p, size_t n, cr_error *err)
 {
     if (p->sink)

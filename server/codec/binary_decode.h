@@ -45,6 +45,10 @@ int cr_bin_feed(cr_bin_request *r, cr_bin_part *p, const char *data, size_t n, c
  * array: no copy), and how many are still due (*len); NULL while its header is incomplete, for a
  * part scattered as it arrives, or once it is complete: feed those bytes with cr_bin_feed. */
 void *cr_bin_span(const cr_bin_request *r, const cr_bin_part *p, size_t *len);
+/* How many of the part's next bytes must pass through a reader's buffer before the rest can be
+ * received in place: what its .npy header still lacks (0 once it is parsed, or the part is
+ * complete); SIZE_MAX for a part whose data goes through the buffer anyway (scattered). */
+size_t cr_bin_buffered_need(const cr_bin_part *p);
 /* n bytes landed at cr_bin_span's address; -1 with err when they could not be passed on (a
  * copy to the device failed: the part is lost, the request must fail). */
 int cr_bin_spanned(cr_bin_request *r, cr_bin_part *p, size_t n, cr_error *err);

@@ -71,15 +71,18 @@ static ssize_t receive(cr_body_stream *s, void *dst, size_t n, bool whole)
     }
 }
 
-ssize_t cr_body_stream_fill(cr_body_stream *s, size_t min)
+ssize_t cr_body_stream_fill(cr_body_stream *s, size_t min) { return cr_body_stream_fill_upto(s, min, sizeof s->buf); }
+
+ssize_t cr_body_stream_fill_upto(cr_body_stream *s, size_t min, size_t most)
 {
     if (s->len - s->pos >= min || !s->left)
         return (ssize_t)(s->len - s->pos);
     memmove(s->buf, s->buf + s->pos, s->len - s->pos);
     s->len -= s->pos;
     s->pos = 0;
+    most = most < min ? min : most < sizeof s->buf ? most : sizeof s->buf;
     while (s->len < min && s->left) {
-        size_t room = sizeof s->buf - s->len;
+        size_t room = most - s->len;
         ssize_t got = receive(s, s->buf + s->len, room < s->left ? room : (size_t)s->left, false);
         if (got < 0)
             return -1;

@@ -41,6 +41,10 @@ void cr_body_stream_init(cr_body_stream *s, int fd, uint64_t length, double t0, 
 /* Buffered body bytes: at least min of them (min <= CR_BODY_STREAM_BUF) unless the body ends
  * first. Their count, or -1 (s->error says why). */
 ssize_t cr_body_stream_fill(cr_body_stream *s, size_t min);
+/* The same, reading no further than `most` buffered bytes (min <= most): for a parser that looks
+ * at a few bytes (a part's head, a .npy header, a delimiter) before array data that is received
+ * in place; the buffer's read-ahead would be array bytes copied out of it again. */
+ssize_t cr_body_stream_fill_upto(cr_body_stream *s, size_t min, size_t most);
 static inline const char *cr_body_stream_data(const cr_body_stream *s) { return s->buf + s->pos; }
 /* Drops n buffered bytes (n <= what fill returned). */
 void cr_body_stream_take(cr_body_stream *s, size_t n);
