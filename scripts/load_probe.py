@@ -3,7 +3,8 @@
 make bench-load) beside what the daemon's own metrics say over the run: CPU cores it used (and per thread
 name: HTTP, engine workers, the rest; and the load generator's, "wrk"), mean batch size, mean queue wait,
 the device phases, the daemon's mean time per request (req_us: first byte in to last byte handed to
-the socket) beside the client's mean round trip (rtt_us), device busy fraction.
+the socket) beside the client's mean round trip (rtt_us), the share of requests read by the direct
+path rather than libmicrohttpd (direct), device busy fraction.
 
   scripts/load_probe.py BUILD_DIR 'ARGS ; ARGS ; ...' [ENV=V,...]
 
@@ -75,7 +76,7 @@ def main():
     conns = bl.env_list("BENCH_LOAD_CONNS", [64], int)
     secs = int(os.environ.get("BENCH_LOAD_SECONDS", "4"))
     print(f"{'config':<40} {'row':<12} {'conns':>5} {'jobs/s':>8} {'p99ms':>6} {'cores':>6} "
-          f"{'batch':>6} {'queue_us':>8} {'h2d+k+d2h':>9} {'req_us':>6} {'rtt_us':>6} {'busy':>5} per device")
+          f"{'batch':>6} {'queue_us':>8} {'h2d+k+d2h':>9} {'req_us':>6} {'rtt_us':>6} {'direct':>6} {'busy':>5} per device")
     with tempfile.TemporaryDirectory(prefix="probe-") as t:
         tmp = pathlib.Path(t)
         specs = [bl.make_row(name, tmp) for name in rows]
@@ -121,6 +122,7 @@ def run_configs(configs, specs, conns, secs, tmp):
                     route = f'route="{op}",code="200"'
                     reqs = delta(a, b, f"crunchd_request_duration_seconds_count{{{route}}}") or 1
                     req = delta(a, b, f"crunchd_request_duration_seconds_sum{{{route}}}") / reqs
+                    direct = delta(a, b, 'crunchd_direct_requests_total{transport="tcp"}') / reqs
                     bs = delta(a, b, "crunchd_batch_size_count")
                     batch = delta(a, b, "crunchd_batch_size_sum") / bs if bs else 1.0
                     busy = delta(a, b, "crunchd_device_busy_seconds_total") / secs
@@ -131,7 +133,7 @@ def run_configs(configs, specs, conns, secs, tmp):
                                        if tb[k] - ta.get(k, 0.0) > 0.005 * secs)
                     label = (" ".join(f"{k}={v}" for k, v in env.items()) + " " + cfg).strip() or "defaults"
                     print(f"{label[:40]:<40} {spec['name']:<12} {c:>5} {r['jobs_s']:>8.0f} {r['p99_ms']:>6.2f} "
-                          f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {req * 1e6:>6.0f} {r['mean_ms'] * 1e3:>6.0f} {busy:>5.2f} {per_dev}  cores: {threads}",
+                          f"{cores:>6.2f} {batch:>6.1f} {q * 1e6:>8.0f} {dev * 1e6:>9.0f} {req * 1e6:>6.0f} {r['mean_ms'] * 1e3:>6.0f} {direct:>6.2f} {busy:>5.2f} {per_dev}  cores: {threads}",
                           flush=True)
         finally:
             for spec in specs:
