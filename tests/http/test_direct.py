@@ -338,6 +338,33 @@ def test_keep_alive_then_libmicrohttpd_on_the_same_connection(start_daemon, sock
     assert direct_count(d) == before + 3
 
 
+def test_pipelined_requests_each_answered_in_order(start_daemon, sock_dir):
+    """Requests written back to back before any answer (pipelining): the worker that answers one
+    finds the next already there, serves it itself (or hands the connection back when it is not
+    a direct request), and every answer comes in order on the one connection."""
+    d = start(start_daemon, sock_dir, *DIRECT)
+    pairs = [gemm_parts(m=20 + i, k=31, n=9 + i, seed=40 + i) for i in range(4)]
+    ctype = f"multipart/form-data; boundary={BOUNDARY}"
+    wire = b"".join(request_bytes(f"/v1/gemm?alpha={i + 1}", multipart({"a": npy(a), "b": npy(b)}), ctype,
+                                  {"Accept": "application/x-npy"}) for i, (a, b) in enumerate(pairs[:2]))
+    wire += b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    wire += b"".join(request_bytes(f"/v1/gemm?alpha={i + 3}", multipart({"a": npy(a), "b": npy(b)}), ctype,
+                                   {"Accept": "application/x-npy"}) for i, (a, b) in enumerate(pairs[2:]))
+    before = direct_count(d)
+    with connect(d, 30) as s:
+        s.sendall(wire)
+        rest = b""
+        for i, (a, b) in enumerate(pairs):
+            if i == 2:
+                r, rest = read_answer(s, rest)
+                assert r.status == 200 and r.json() == {"status": "ok"}
+            r, rest = read_answer(s, rest)
+            assert r.status == 200 and not r.closed, r.body[:200]
+            assert_close(r.npy(), gemm_ref(a, b, alpha=float(i + 1)), 31, "float32")
+    # the healthz went to libmicrohttpd, and the connection with it: the last two are its
+    assert direct_count(d) == before + 2
+
+
 def test_client_that_hangs_up_mid_body_leaves_nothing_behind(start_daemon, sock_dir):
     d = start(start_daemon, sock_dir, *DIRECT)
     a, b = gemm_parts(m=200, k=200, n=200, seed=19)
