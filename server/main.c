@@ -256,13 +256,16 @@ int main(int argc, char **argv)
         return EXIT_STARTUP;
     }
     char err[512] = "";
-    if (cr_http_check(&cfg, err, sizeof err) < 0) {
+    cr_http *h = cr_http_prepare(&cfg, err, sizeof err);
+    if (!h) {
         cr_log("error", "%s", err);
         return EXIT_STARTUP;
     }
     cr_engine *e = start_engine(&cfg);
-    if (!e)
+    if (!e) {
+        cr_http_stop(h);
         return EXIT_STARTUP;
+    }
     start_memory_budget(&cfg, cr_engine_backend(e));
     cr_shm_limits shm = {.max_bytes = (uint64_t)cfg.shm_max_mb << 20,
                          .client_max_bytes = (uint64_t)cfg.shm_client_max_mb << 20,
@@ -271,15 +274,17 @@ int main(int argc, char **argv)
     cr_cuda_shm_init(cr_engine_backend(e), cr_engine_device_count(e), cfg.shm_idle_s);
     cr_job_table jobs;
     if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)cfg.result_cap_mb << 20) < 0) {
+        cr_http_stop(h);
         cr_engine_stop(e);
         return EXIT_STARTUP;
     }
     uint16_t port = 0;
     cr_http_deps deps = {.cfg = &cfg, .engine = e, .jobs = &jobs};
-    cr_http *h = cr_http_start(&deps, &port, err, sizeof err);
-    if (!h) {
+    if (cr_http_listen(h, &deps, &port, err, sizeof err) < 0) {
         cr_log("error", "%s", err);
+        cr_http_stop(h);
         cr_engine_stop(e);
+        cr_job_table_destroy(&jobs);
         return EXIT_STARTUP;
     }
     if (cfg.port_file[0] && cr_config_tcp(&cfg) && write_port_file(cfg.port_file, port) < 0)

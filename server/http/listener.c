@@ -456,41 +456,26 @@ static int check_port(const cr_config *cfg, char *err, size_t errlen)
     return explain_bind(cfg, try_bind(&ss), err, errlen);
 }
 
-int cr_http_check(const cr_config *cfg, char *err, size_t errlen)
-{
-    cr_cors cors;
-    cr_auth auth = {0};
-    cr_tls tls = {0};
-    int rc = cr_cors_load(&cors, cfg->cors_origin, err, errlen) < 0 ||
-                     cr_auth_load(&auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
-                     cr_tls_load(&tls, cfg->tls_cert, cfg->tls_key, cfg->tls_priorities, err, errlen) < 0 ||
-                     check_tls(cfg, &tls, err, errlen) < 0 || check_port(cfg, err, errlen) < 0
-                 ? -1
-                 : 0;
-    cr_auth_clear(&auth);
-    cr_tls_free(&tls);
-    return rc;
-}
-
-cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen)
+cr_http *cr_http_prepare(const cr_config *cfg, char *err, size_t errlen)
 {
     cr_http *h = calloc(1, sizeof *h);
     if (!h)
         return snprintf(err, errlen, "out of memory"), NULL;
-    h->deps = *deps;
     h->unix_sock.fd = -1;
-    *port = 0;
-    const cr_config *cfg = deps->cfg;
     pthread_mutex_init(&h->waiting_mu, NULL);
     cr_read_deadlines_init(&h->deadlines, cfg->read_timeout_s, cfg->min_body_rate_kbs);
     if (cr_cors_load(&h->cors, cfg->cors_origin, err, errlen) < 0 ||
         cr_auth_load(&h->auth, cfg->auth_token_file, cfg->metrics_auth, err, errlen) < 0 ||
         cr_tls_load(&h->tls, cfg->tls_cert, cfg->tls_key, cfg->tls_priorities, err, errlen) < 0 ||
-        (cr_config_tcp(cfg) && start_tcp(h, port, err, errlen) < 0) ||
-        (cfg->unix_socket[0] && start_unix(h, err, errlen) < 0)) {
+        check_tls(cfg, &h->tls, err, errlen) < 0 || check_port(cfg, err, errlen) < 0) {
         http_free(h);
         return NULL;
     }
+    return h;
+}
+
+static void log_serving(const cr_http *h, const cr_config *cfg)
+{
     if (h->auth.enabled)
         cr_log("info", "auth: every route but /healthz, /readyz%s needs the bearer token",
                h->auth.protect_metrics ? "" : " and /metrics");
@@ -505,6 +490,27 @@ cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size
                h->unix_accept ? "unix socket" : "");
     if (h->cors.enabled)
         cr_log("info", "cors: browsers may call from %s", h->cors.any ? "any origin" : cfg->cors_origin);
+}
+
+int cr_http_listen(cr_http *h, const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen)
+{
+    const cr_config *cfg = deps->cfg;
+    h->deps = *deps;
+    *port = 0;
+    if ((cr_config_tcp(cfg) && start_tcp(h, port, err, errlen) < 0) ||
+        (cfg->unix_socket[0] && start_unix(h, err, errlen) < 0))
+        return -1;
+    log_serving(h, cfg);
+    return 0;
+}
+
+cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen)
+{
+    cr_http *h = cr_http_prepare(deps->cfg, err, errlen);
+    if (h && cr_http_listen(h, deps, port, err, errlen) < 0) {
+        http_free(h);
+        return NULL;
+    }
     return h;
 }
 

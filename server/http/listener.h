@@ -9,13 +9,17 @@
 
 #include "server/http/conn.h"
 
-/* Starts listening; the bound port is in *port (useful with --port 0). NULL with err. */
-cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen);
 /* Loads what the HTTP flags name (CORS origins, the token file, TLS's key pair and priorities,
- * which libmicrohttpd is asked to accept) and lets it go:
+ * which libmicrohttpd is asked to accept) and tests that the port is free, listening nowhere yet:
  * main calls it before the engine, which on cuda takes seconds to start (workers, the
- * autotune), so that a typo in --tls-key is refused at once. -1 with err: as cr_http_start's. */
-int cr_http_check(const cr_config *cfg, char *err, size_t errlen);
+ * autotune), so that a typo in --tls-key or a busy --port is refused at once. NULL with err. */
+cr_http *cr_http_prepare(const cr_config *cfg, char *err, size_t errlen);
+/* Starts listening with what cr_http_prepare loaded; the bound port is in *port (useful with
+ * --port 0). -1 with err; h is still the caller's to stop. */
+int cr_http_listen(cr_http *h, const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen);
+/* Both at once (the fuzz harnesses' daemons). NULL with err. */
+cr_http *cr_http_start(const cr_http_deps *deps, uint16_t *port, char *err, size_t errlen);
+/* Stops listening (if it started) and frees h. */
 void cr_http_stop(cr_http *h);
 /* Cancels the jobs of synchronous clients that hung up. Called a few times a second. */
 void cr_http_tick(cr_http *h);
