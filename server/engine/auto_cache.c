@@ -46,13 +46,19 @@ static char *read_small_file(const char *path, char *why, size_t whylen)
     return text;
 }
 
-static int int_field(const cJSON *o, const char *name, int lo, int hi, int *v)
+static const char *op_name(int i) { return cr_op_name((cr_op)i); }
+static const char *dtype_name(int i) { return cr_dtype_name((cr_dtype)i); }
+static const char *precision_name(int i) { return i == CR_PREC_TF32 ? "tf32" : "fp32"; } /* as /v1/kernels */
+
+/* A field naming one of count values (as GET /v1/kernels writes them, so that the file reads as
+ * the table does): its index, or -1. */
+static int name_field(const cJSON *o, const char *field, const char *(*name_of)(int), int count, int *v)
 {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsNumber(x) || x->valuedouble < lo || x->valuedouble > hi)
-        return -1;
-    *v = (int)x->valuedouble;
-    return 0;
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, field);
+    for (int i = 0; cJSON_IsString(x) && i < count; i++)
+        if (strcmp(x->valuestring, name_of(i)) == 0)
+            return *v = i, 0;
+    return -1;
 }
 
 /* One row; its kernel (null: none for this row) must be one of b's. */
@@ -63,9 +69,9 @@ static int read_row(const cJSON *o, const cr_backend *b, cr_auto_row *r)
     const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(o, "kernel");
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "ms");
     const cJSON *probe = cJSON_GetObjectItemCaseSensitive(o, "probe");
-    bool fields_ok = int_field(o, "op", 0, CR_OP_COUNT - 1, &op) == 0 &&
-                     int_field(o, "dtype", 0, CR_DT_COUNT - 1, &dtype) == 0 &&
-                     int_field(o, "precision", CR_PREC_DEFAULT, CR_PREC_TF32, &prec) == 0 && cJSON_IsBool(large) &&
+    bool fields_ok = name_field(o, "op", op_name, CR_OP_COUNT, &op) == 0 &&
+                     name_field(o, "dtype", dtype_name, CR_DT_COUNT, &dtype) == 0 &&
+                     name_field(o, "precision", precision_name, CR_PREC_TF32 + 1, &prec) == 0 && cJSON_IsBool(large) &&
                      cJSON_IsNumber(ms) && isfinite(ms->valuedouble) && ms->valuedouble >= 0 &&
                      cJSON_IsString(probe) && (cJSON_IsNull(kernel) || cJSON_IsString(kernel));
     if (!fields_ok)
@@ -127,9 +133,9 @@ static cJSON *table_json(const char *key, const cr_auto_table *t)
         const cr_auto_row *r = &t->rows[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddItemToArray(list, o);
-        cJSON_AddNumberToObject(o, "op", r->op);
-        cJSON_AddNumberToObject(o, "dtype", r->dtype);
-        cJSON_AddNumberToObject(o, "precision", r->precision);
+        cJSON_AddStringToObject(o, "op", op_name(r->op));
+        cJSON_AddStringToObject(o, "dtype", dtype_name(r->dtype));
+        cJSON_AddStringToObject(o, "precision", precision_name(r->precision));
         cJSON_AddBoolToObject(o, "large", r->large);
         if (r->kernel)
             cJSON_AddStringToObject(o, "kernel", r->kernel->name);

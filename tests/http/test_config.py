@@ -222,14 +222,21 @@ def test_auto_cache_is_written_then_read_and_refused_from_another_build(start_da
     table = first.get("/v1/kernels").json()["auto"]
     assert "measured in" in first.log_text() and path.exists()
     doc = json.loads(path.read_text())
-    assert len(doc["rows"]) == len(table) and "crunchd" in doc["key"]
+    assert "crunchd" in doc["key"]
+    # the file reads as GET /v1/kernels writes the table (names, not enum numbers); rows whose
+    # probe found no kernel are kept too, with kernel null
+    fields = ("op", "dtype", "precision", "kernel", "ms", "probe")
+    kept = [{k: r[k] for k in fields} | {"size": "large" if r["large"] else "small"}
+            for r in doc["rows"] if r["kernel"] is not None]
+    assert kept == table, (kept, table)
     first.stop()
     second = start_daemon("--auto-cache", str(path), name="auto-second")
     assert f"read from {path}" in second.log_text() and "measured in" not in second.log_text()
     assert second.get("/v1/kernels").json()["auto"] == table
     second.stop()
     for broken, why in ((doc | {"key": "crunchd 0.0 other device"}, "another build"),
-                        (doc | {"rows": [{"op": 0, "kernel": "no-such-kernel"}]}, "row 1"),
+                        (doc | {"rows": [{"op": "gemm", "kernel": "no-such-kernel"}]}, "row 1"),
+                        (doc | {"rows": [r | {"dtype": 0} for r in doc["rows"]]}, "row 1"),  # the old numbers
                         ("{not json", "not an auto table")):
         path.write_text(broken if isinstance(broken, str) else json.dumps(broken))
         d = start_daemon("--auto-cache", str(path), name=f"auto-{why.split()[0]}")
