@@ -229,6 +229,34 @@ static void test_least_loaded_device(void)
     CHECK(fake_held[0] == 0 && fake_held[1] == 0);
 }
 
+/* How many bytes a reader must pass through its buffer before a part's data can be received in
+ * place (the direct path reads no further than that past a .npy header): the header's missing
+ * bytes while it is incomplete, 0 once it is parsed, SIZE_MAX for a scattered (Fortran-ordered)
+ * c, whose data is fed, never received in place. */
+static void test_buffered_need(void)
+{
+    uint8_t a[4096], c[4096];
+    float x[6];
+    cr_error err;
+    fill(x, 6, 3);
+    size_t na = npy(a, "<f4", 2, 3, false, x, sizeof x), nc = npy(c, "<f4", 2, 3, true, x, sizeof x);
+    size_t head = na - sizeof x, want = 0;
+    cr_bin_request *r = new_request(CR_OP_GEMM, NULL, NULL);
+    cr_bin_part *p = cr_bin_start(r, "a", &err);
+    CHECK(p && cr_bin_buffered_need(p) > 0 && cr_bin_buffered_need(p) <= 10);
+    CHECK(cr_bin_feed(r, p, (const char *)a, 10, &err) == 0);
+    CHECK_MSG(cr_bin_buffered_need(p) == head - 10, "need %zu after 10 bytes, want %zu", cr_bin_buffered_need(p),
+              head - 10);
+    CHECK(cr_bin_feed(r, p, (const char *)a + 10, head - 10, &err) == 0);
+    CHECK(cr_bin_buffered_need(p) == 0 && cr_bin_span(r, p, &want) != NULL && want == sizeof x);
+    cr_bin_part *q = cr_bin_start(r, "c", &err);
+    CHECK(q && cr_bin_feed(r, q, (const char *)c, nc - sizeof x, &err) == 0);
+    CHECK(cr_bin_buffered_need(q) == SIZE_MAX && cr_bin_span(r, q, &want) == NULL);
+    CHECK(cr_bin_feed(r, q, (const char *)c + nc - sizeof x, sizeof x, &err) == 0);
+    CHECK(cr_bin_buffered_need(q) == 0);
+    cr_bin_free(r);
+}
+
 int main(void)
 {
     for (size_t step = 0; step < 70; step += 3)
@@ -237,6 +265,7 @@ int main(void)
     test_what_stays_on_the_host();
     test_abandoned();
     test_least_loaded_device();
+    test_buffered_need();
     CHECK(!fake_sink_misused);
     return check_summary("bin_sink");
 }
