@@ -14,7 +14,8 @@
  *
  * Input layout: byte 0 picks the route and query (bits 0-2, from fuzz_daemon.h's routes as in
  * fuzz_multipart.c, whose seeds fit), where the padding goes (bit 3), an "Expect: 100-continue"
- * (bit 4) and the Content-Type's spelling of boundary "crunchdfuzz" (bits 5-6); the rest is the
+ * (bit 4), the Content-Type's spelling of boundary "crunchdfuzz" (bits 5-6) and, without the
+ * Expect, the request sent twice on one connection, the first kept alive (bit 7); the rest is the
  * body. Every body is padded to at least 1 KiB so that the direct path takes it: by default with a preamble of '.' bytes and a
  * CRLF before the input (a "--crunchdfuzz" at the input's start opens the first part), with bit
  * 3 with an epilogue of '.' bytes after it. '.' is no byte of a delimiter, of "--" or of transport
@@ -87,6 +88,45 @@ static int final_status(const char *head)
     return status;
 }
 
+/* One answer of a kept-alive exchange: its status (past a "100 Continue"), read whole by its
+ * Content-Length; *closes when it says it closes, has no length, or the daemon closed. */
+static int read_one_answer(int fd, bool *closes)
+{
+    static char buf[16384];
+    size_t have = 0;
+    char *end = NULL;
+    *closes = true;
+    while (!end && have < sizeof buf - 1) {
+        ssize_t k = recv(fd, buf + have, sizeof buf - 1 - have, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            fprintf(stderr, "fuzz_direct_multipart: no answer within %d s\n", ANSWER_TIMEOUT_S);
+            abort();
+        }
+        if (k <= 0)
+            return have ? final_status(buf) : -1;
+        have += (size_t)k;
+        buf[have] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+    }
+    int status = final_status(buf);
+    const char *cl = strcasestr(buf, "\r\nContent-Length:");
+    unsigned long long length = 0;
+    if (!end || !cl || cl > end || sscanf(cl + 17, "%llu", &length) != 1)
+        return status;
+    *closes = strcasestr(buf, "\r\nConnection: close") != NULL;
+    for (size_t body = have - (size_t)(end + 4 - buf); body < length;) {
+        ssize_t k = recv(fd, buf, sizeof buf, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return *closes = true, status;
+        body += (size_t)k;
+    }
+    return status;
+}
+
 /* Every request sent so far was served by direct.c (it counts each in the metric). */
 static void check_all_direct(void)
 {
@@ -114,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     const char *route = routes[data[0] % N_ROUTES];
-    bool epilogue = data[0] & 0x08, expect = data[0] & 0x10;
+    bool epilogue = data[0] & 0x08, expect = data[0] & 0x10, again = (data[0] & 0x80) && !expect;
     const char *ct = content_types[(data[0] >> 5) & 3];
     data++, size--;
     /* preamble: '.'s and CRLF (at least the CRLF); epilogue: '.'s, when the input is short */
@@ -131,12 +171,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(body + pad - 2, "\r\n", 2);
         memcpy(body + pad, data, size);
     }
-    char head[512];
+    char head[512], head_kept[512];
     int n = snprintf(head, sizeof head,
                      "POST %s HTTP/1.1\r\nHost: fuzz\r\nConnection: close\r\n%s"
                      "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n",
                      route, expect ? "Expect: 100-continue\r\n" : "", ct, length);
     int fd = connect_daemon();
+    /* bit 7: the same request first kept alive, then again at once on the connection (the worker
+     * that answered takes the next request itself: acceptor.c's next_request_here) */
+    if (fd >= 0 && again) {
+        int nk = snprintf(head_kept, sizeof head_kept,
+                          "POST %s HTTP/1.1\r\nHost: fuzz\r\nContent-Type: %s\r\nContent-Length: %zu\r\n\r\n",
+                          route, ct, length);
+        bool closes = true;
+        if (send_all(fd, head_kept, (size_t)nk) < 0)
+            abort();
+        sent++;
+        (void)send_all(fd, body, length);
+        int first = read_one_answer(fd, &closes);
+        if (first != -1 && (first == 0 || !allowed(first))) {
+            fprintf(stderr, "fuzz_direct_multipart: %s (%s), kept alive, answered %d\n", route, ct, first);
+            abort();
+        }
+        if (closes) { /* refused and closed: the next request goes on a new connection */
+            close(fd);
+            fd = connect_daemon();
+        }
+    }
     if (fd < 0) {
         fprintf(stderr, "fuzz_direct_multipart: cannot connect to %s: %s\n", sock_path, strerror(errno));
         abort();
