@@ -60,8 +60,10 @@ def test_version_matches_the_git_checkout():
     rev = version_fields()["git revision"]
     if rev == "unknown":
         pytest.skip("built outside a git checkout")
-    if ".device" in pathlib.Path(BIN).resolve().parts:
-        pytest.skip("a bundled binary (scripts/device-pack.sh), built in another checkout")
+    built = pathlib.Path(BIN).resolve()
+    if built.parent.parent != ROOT.resolve() or not built.parent.name.startswith("build"):
+        pytest.skip("a binary from outside this checkout's build directories (a device bundle), "
+                    "built in another checkout")
     if subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode != 0:
         pytest.skip("the tests run outside a git checkout (a copy, as on the GPU machine)")
     sha = rev.removesuffix("-dirty").split("-g")[-1]
