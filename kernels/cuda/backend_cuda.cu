@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_worker.h"
 #include "kernels/cuda/device_sink.h"
+#include "kernels/cuda/env_long.h"
 #include "kernels/cuda/pinned_pool.h"
 #include "kernels/cuda/prefetch.h"
 
@@ -16,17 +17,10 @@ static int n_devices;
  * the pool gives the rest back at the next synchronisation: a daemon that once ran a 40 GB job,
  * or received a burst of big uploads, does not keep that memory from other processes while idle
  * (several test daemons sharing one GPU ran it out, and a new context could not be made). */
-static uint64_t device_cache_bytes(void)
-{
-    const char *s = getenv("CRUNCHD_DEVICE_CACHE_MB");
-    long mb = s ? strtol(s, NULL, 10) : 2048;
-    return (uint64_t)(mb > 0 ? mb : 0) << 20;
-}
-
 static cudaError_t keep_pool_memory(int device, cr_cuda_err *e)
 {
     cudaMemPool_t pool;
-    uint64_t keep = device_cache_bytes();
+    uint64_t keep = (uint64_t)cr_env_long("CRUNCHD_DEVICE_CACHE_MB", 2048, 0, 1L << 30) << 20;
     CR_CHECK(e, cudaDeviceGetDefaultMemPool(&pool, device));
     CR_CHECK(e, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
 cleanup:

@@ -30,6 +30,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_sink.h"
+#include "kernels/cuda/env_long.h"
 #include "kernels/cuda/pinned_pool.h"
 
 #define MAX_SLOTS 16
@@ -57,13 +58,6 @@ struct cr_sink {
 static std::atomic<size_t> held_bytes[MAX_DEVICES];
 static std::atomic<size_t> cap_bytes[MAX_DEVICES];
 
-static long env_long(const char *name, long fallback, long lo, long hi)
-{
-    const char *s = getenv(name);
-    long v = s ? strtol(s, NULL, 10) : fallback;
-    return v < lo ? lo : v > hi ? hi : v;
-}
-
 typedef struct {
     size_t min_bytes, slot_bytes;
     int slots;
@@ -75,11 +69,11 @@ static sink_config config(void)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     static sink_config c;
     pthread_once(&once, [] {
-        long mb = env_long("CRUNCHD_SINK_MIN_MB", 8, 0, 1L << 20);
+        long mb = cr_env_long("CRUNCHD_SINK_MIN_MB", 8, 0, 1L << 20);
         c.min_bytes = mb > 0 ? (size_t)mb << 20 : SIZE_MAX;
-        c.slot_bytes = (size_t)env_long("CRUNCHD_SINK_SLOT_KB", 2048, 64, 1L << 20) << 10;
-        c.slots = (int)env_long("CRUNCHD_SINK_SLOTS", 4, 2, MAX_SLOTS);
-        c.max_bytes = (size_t)env_long("CRUNCHD_SINK_MAX_MB", 0, 0, 1L << 30) << 20;
+        c.slot_bytes = (size_t)cr_env_long("CRUNCHD_SINK_SLOT_KB", 2048, 64, 1L << 20) << 10;
+        c.slots = (int)cr_env_long("CRUNCHD_SINK_SLOTS", 4, 2, MAX_SLOTS);
+        c.max_bytes = (size_t)cr_env_long("CRUNCHD_SINK_MAX_MB", 0, 0, 1L << 30) << 20;
     });
     return c;
 }
