@@ -217,6 +217,9 @@ static void direct_fail(cr_upload *u, int status, const char *msg)
  * the delimiter search over it were 8% of the daemon's CPU). */
 #define LOOKAHEAD 512
 
+/* At least min buffered bytes of what a parser looks at, read no further than LOOKAHEAD past. */
+static ssize_t look(cr_body_stream *s, size_t min) { return cr_body_stream_fill_upto(s, min, min + LOOKAHEAD); }
+
 /* Body bytes that are not received in place: into the part (header bytes, a scattered part,
  * anything past its declared data, which cr_bin_feed refuses), or dropped once it failed. */
 static void feed_part(cr_conn *c, cr_upload *u, const char *data, size_t n)
@@ -246,9 +249,11 @@ static int receive_part(cr_conn *c, cr_upload *u, cr_body_stream *s, bool delimi
             c->len += (size_t)got;
             continue;
         }
+        /* a part still parsing its header (or done, before its delimiter) is looked at; bytes that
+         * go through the buffer anyway (a scattered part, or dropped) are read a buffer at once */
         size_t min = dlen ? dlen : 1, need = u->failed || !u->part ? SIZE_MAX : cr_bin_buffered_need(u->part);
         ssize_t avail = need == SIZE_MAX ? cr_body_stream_fill(s, min)
-                                         : cr_body_stream_fill_upto(s, min, need + min + LOOKAHEAD);
+                                         : cr_body_stream_fill_upto(s, min, min + need + LOOKAHEAD);
         if (avail <= 0)
             return (int)avail;
         const char *data = cr_body_stream_data(s);
@@ -268,7 +273,7 @@ static int receive_part_head(cr_upload *u, cr_body_stream *s, char *name, size_t
     enum { PART_HEAD_MAX = 8192 };
     const char *end = NULL;
     for (size_t need = 2; !end; ) {
-        ssize_t avail = cr_body_stream_fill_upto(s, need, need + LOOKAHEAD);
+        ssize_t avail = look(s, need);
         if (avail < 0)
             return -1;
         if ((size_t)avail < need) /* the body ended */
@@ -304,7 +309,7 @@ static int receive_part_head(cr_upload *u, cr_body_stream *s, char *name, size_t
  * CRLF open the next part. 1: a part follows; 0: the end; -1: the connection failed. */
 static int after_delimiter(cr_upload *u, cr_body_stream *s)
 {
-    ssize_t avail = cr_body_stream_fill_upto(s, 2, LOOKAHEAD);
+    ssize_t avail = look(s, 2);
     if (avail < 0)
         return -1;
     const char *d = cr_body_stream_data(s);
@@ -314,7 +319,7 @@ static int after_delimiter(cr_upload *u, cr_body_stream *s)
     }
     size_t i = 0;
     for (;; i++) {
-        if (i + 2 > (size_t)avail && (avail = cr_body_stream_fill_upto(s, i + 2, i + 2 + LOOKAHEAD)) < 0)
+        if (i + 2 > (size_t)avail && (avail = look(s, i + 2)) < 0)
             return -1;
         d = cr_body_stream_data(s);
         if (i + 2 > (size_t)avail || (d[i] != ' ' && d[i] != '\t') || i == 256) /* padding: a few bytes */
@@ -331,7 +336,7 @@ static int after_delimiter(cr_upload *u, cr_body_stream *s)
 static int skip_preamble(cr_conn *c, cr_upload *u, cr_body_stream *s)
 {
     size_t open_len = u->delim_len - 2;
-    ssize_t avail = cr_body_stream_fill_upto(s, open_len, open_len + LOOKAHEAD);
+    ssize_t avail = look(s, open_len);
     if (avail < 0)
         return -1;
     if ((size_t)avail >= open_len && memcmp(cr_body_stream_data(s), u->delim + 2, open_len) == 0) {
