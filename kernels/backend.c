@@ -30,6 +30,8 @@ const char *cr_op_name(cr_op op)
     return (unsigned)op < CR_OP_COUNT ? names[op] : "?";
 }
 
+const char *cr_precision_name(cr_precision p) { return p == CR_PREC_TF32 ? "tf32" : "fp32"; }
+
 double cr_task_flops(const cr_task *t)
 {
     switch (t->op) {

@@ -48,6 +48,8 @@ const char *cr_status_name(cr_status s);
 const char *cr_dtype_name(cr_dtype d);
 size_t cr_dtype_size(cr_dtype d);
 const char *cr_op_name(cr_op op);
+/* "fp32" or "tf32", as requests spell them. */
+const char *cr_precision_name(cr_precision p);
 
 /* C(m×n) = alpha·op(A)·op(B) + beta·C. All row-major and densely packed as stored:
  * A is m×k (k×m when trans_a), B is k×n (n×k when trans_b), C is m×n.

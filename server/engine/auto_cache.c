@@ -48,7 +48,7 @@ static char *read_small_file(const char *path, char *why, size_t whylen)
 
 static const char *op_name(int i) { return cr_op_name((cr_op)i); }
 static const char *dtype_name(int i) { return cr_dtype_name((cr_dtype)i); }
-static const char *precision_name(int i) { return i == CR_PREC_TF32 ? "tf32" : "fp32"; } /* as /v1/kernels */
+static const char *precision_name(int i) { return cr_precision_name((cr_precision)i); }
 
 /* A field naming one of count values (as GET /v1/kernels writes them, so that the file reads as
  * the table does): its index, or -1. */

@@ -156,7 +156,7 @@ static cJSON *auto_table_json(const cr_engine *e)
         cJSON_AddStringToObject(r, "op", cr_op_name(rows[i].op));
         cJSON_AddStringToObject(r, "dtype", cr_dtype_name(rows[i].dtype));
         cJSON_AddStringToObject(r, "size", rows[i].large ? "large" : "small");
-        cJSON_AddStringToObject(r, "precision", rows[i].precision == CR_PREC_TF32 ? "tf32" : "fp32");
+        cJSON_AddStringToObject(r, "precision", cr_precision_name(rows[i].precision));
         cJSON_AddStringToObject(r, "kernel", rows[i].kernel->name);
         cJSON_AddNumberToObject(r, "ms", rows[i].ms);
         cJSON_AddStringToObject(r, "probe", rows[i].probe);
@@ -179,7 +179,7 @@ enum MHD_Result cr_route_kernels(cr_conn *c)
         cJSON_AddStringToObject(o, "op", cr_op_name(k[i].op));
         cJSON_AddStringToObject(o, "name", k[i].name);
         cJSON_AddItemToObject(o, "dtypes", dtypes_json(k[i].dtypes));
-        cJSON_AddStringToObject(o, "precision", k[i].precision == CR_PREC_TF32 ? "tf32" : "fp32");
+        cJSON_AddStringToObject(o, "precision", cr_precision_name(k[i].precision));
         cJSON_AddBoolToObject(o, "reference", k[i].reference);
         cJSON_AddBoolToObject(o, "batchable", k[i].batchable);
         cJSON_AddBoolToObject(o, "named_only", k[i].named_only);
