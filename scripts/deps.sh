@@ -42,4 +42,5 @@ if [ ${#need_py[@]} -gt 0 ]; then
   $PYTHON -m pip install -q "${need_py[@]}" 2>/dev/null ||
     $PYTHON -m pip install -q --break-system-packages "${need_py[@]}"
 fi
+"$(dirname "$0")/fetch_perf_analyzer.sh"  # Triton's perf_analyzer: tests and bench-load use it
 echo "deps: all present"
