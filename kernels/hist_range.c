@@ -158,3 +158,8 @@ int64_t cr_hist_first_nan(const void *data, int64_t count, cr_dtype dt)
 {
     return dt == CR_DT_F32 ? first_nan_f32(data, count) : dt == CR_DT_F64 ? first_nan_f64(data, count) : -1;
 }
+
+cr_dtype cr_hist_edge_dtype(cr_dtype dt)
+{
+    return dt == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+}

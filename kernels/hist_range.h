@@ -39,6 +39,9 @@ void cr_hist_range_explain(cr_range_status s, double lo, double hi, char *out, s
 /* The first NaN of float data, or -1 (none, or not a float dtype). NaN has no bin: numpy drops it
  * from a histogram with a range and the client would never know, so every decoder refuses it. */
 int64_t cr_hist_first_nan(const void *data, int64_t count, cr_dtype dt);
+/* The dtype of numpy's bin edges for data of dtype dt: float32 data has float32 edges, every
+ * other dtype float64 ones (np.histogram of uint8 data gives float64 edges 0..256). */
+cr_dtype cr_hist_edge_dtype(cr_dtype dt);
 
 #ifdef __cplusplus
 }

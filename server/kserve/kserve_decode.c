@@ -682,9 +682,6 @@ static int parse_outputs(const cJSON *root, ks_ctx *x, const cr_request *r, cr_k
             s->want[k] = !x->m->outputs[k].optional || float_hist;
             s->binary[k] = x->p.binary_output;
         }
-    if (x->m->op == CR_OP_HISTOGRAM && s->want[1] && !float_hist)
-        return cr_fail(err, 400, "unsupported", "outputs",
-                       "output edges exists for FP32/FP64 data only");
     return 0;
 }
 

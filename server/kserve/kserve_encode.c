@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/hist_range.h"
 #include "server/kserve/kserve.h"
 #include "server/codec/json_buf.h"
 #include "server/kserve/kserve_internal.h"
@@ -21,20 +22,6 @@ typedef struct {
     uint64_t count;
 } tensor;
 
-/* Triton's answer for an output written to shared memory: where it is, and no data. */
-static void kb_shm_params(cr_jbuf *b, const cr_ks_shm *shm)
-{
-    cr_jbuf_lit(b, ",\"parameters\":{\"shared_memory_region\":");
-    cr_jbuf_string(b, shm->region);
-    cr_jbuf_lit(b, ",\"shared_memory_byte_size\":");
-    cr_jbuf_u64(b, shm->byte_size);
-    if (shm->offset) {
-        cr_jbuf_lit(b, ",\"shared_memory_offset\":");
-        cr_jbuf_u64(b, shm->offset);
-    }
-    cr_jbuf_put(b, "}", 1);
-}
-
 static void kb_tensor(cr_jbuf *b, const tensor *t, bool binary, const cr_ks_shm *shm)
 {
     cr_jbuf_lit(b, "{\"name\":");
@@ -49,7 +36,8 @@ static void kb_tensor(cr_jbuf *b, const tensor *t, bool binary, const cr_ks_shm 
     }
     cr_jbuf_put(b, "]", 1);
     if (shm->on) {
-        kb_shm_params(b, shm);
+        /* as Triton answers one: name, datatype and shape alone. Its C++ client (perf_analyzer)
+         * reads any output's "parameters" as binary data and fails without binary_data_size */
     } else if (binary) {
         cr_jbuf_lit(b, ",\"parameters\":{\"binary_data_size\":");
         cr_jbuf_u64(b, t->count * cr_dtype_size(t->dt));
@@ -101,9 +89,10 @@ static int job_tensors(const cr_job *j, const cr_ks_spec *s, tensor *out, void *
     } else {
         const cr_hist_task *h = &t->u.hist;
         out[0] = (tensor){"counts", CR_DT_U64, 1, {h->bins, 0}, h->counts, (uint64_t)h->bins};
-        if (s->want[1] && !(*edges = hist_edges(h, t->dtype)))
+        cr_dtype edt = cr_hist_edge_dtype(t->dtype);
+        if (s->want[1] && !(*edges = hist_edges(h, edt)))
             return -1;
-        out[1] = (tensor){"edges", t->dtype, 1, {h->bins + 1, 0}, *edges, (uint64_t)h->bins + 1};
+        out[1] = (tensor){"edges", edt, 1, {h->bins + 1, 0}, *edges, (uint64_t)h->bins + 1};
     }
     return 0;
 }

@@ -9,7 +9,8 @@ static const char *const gemm_types[] = {"FP32", "FP64", "FP16", "BF16", NULL};
 static const char *const hist_types[] = {"UINT8", "FP32", "FP64", NULL};
 static const char *const count_types[] = {"UINT64", NULL};
 
-/* Outputs follow the inputs' datatype (matrices, edges); counts are always 64-bit. */
+/* Matrices follow the inputs' datatype; counts are always 64-bit; edges are numpy's: FP32 for FP32
+ * data, FP64 for any other (kernels/hist_range.h). */
 static const cr_ks_model models[] = {
     {"gemm", CR_OP_GEMM,
      {{"a", gemm_types, 2, false}, {"b", gemm_types, 2, false}, {"c", gemm_types, 2, true}},

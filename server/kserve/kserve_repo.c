@@ -19,10 +19,13 @@ typedef struct {
     _Atomic uint64_t count, ns;
 } duration_stat;
 
-/* Triton's InferStatistics, per model. */
+/* Triton's InferStatistics, per model. An execution is one launch: a job that ran in a batch of
+ * n counts 1/n of one (in millionths, so that inference_count / execution_count is the mean
+ * batch, as perf_analyzer reads it). */
+#define EXEC_UNIT 1000000u
 typedef struct {
     _Atomic uint64_t last_ms;      /* ms since the epoch of the last inference */
-    _Atomic uint64_t inferences, executions;
+    _Atomic uint64_t inferences, execution_units;
     duration_stat success, fail, queue, compute_input, compute_infer, compute_output;
 } model_stats;
 
@@ -56,20 +59,34 @@ void cr_ks_stats_record(const cr_ks_model *m, const cr_job *j)
         add(&s->fail, j->ms.total);
         return;
     }
-    atomic_fetch_add(&s->executions, 1);
-    add(&s->success, j->ms.total);
+    atomic_fetch_add(&s->execution_units, EXEC_UNIT / (uint64_t)(j->batch > 1 ? j->batch : 1));
+    add(&s->success, j->ms.receive + j->ms.total); /* Triton's: from the request's arrival */
     add(&s->queue, j->ms.queue);
     add(&s->compute_input, j->ms.h2d);
     add(&s->compute_infer, j->ms.kernel);
     add(&s->compute_output, j->ms.d2h);
 }
 
-static cJSON *duration_json(const duration_stat *d)
+/* An integer as its digits: a double prints 2^53 and up in exponent form, which perf_analyzer's
+ * GetUint64() does not take. */
+static void add_u64(cJSON *o, const char *name, uint64_t v)
+{
+    char s[24];
+    snprintf(s, sizeof s, "%llu", (unsigned long long)v);
+    cJSON_AddRawToObject(o, name, s);
+}
+
+static cJSON *duration_pair(uint64_t count, uint64_t ns)
 {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "count", (double)atomic_load(&d->count));
-    cJSON_AddNumberToObject(o, "ns", (double)atomic_load(&d->ns));
+    add_u64(o, "count", count);
+    add_u64(o, "ns", ns);
     return o;
+}
+
+static cJSON *duration_json(const duration_stat *d)
+{
+    return duration_pair(atomic_load(&d->count), atomic_load(&d->ns));
 }
 
 static cJSON *model_stats_json(const cr_ks_model *m)
@@ -78,17 +95,23 @@ static cJSON *model_stats_json(const cr_ks_model *m)
     cJSON *o = cJSON_CreateObject(), *inf = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", m->name);
     cJSON_AddStringToObject(o, "version", "1");
-    cJSON_AddNumberToObject(o, "last_inference", (double)atomic_load(&s->last_ms));
-    cJSON_AddNumberToObject(o, "inference_count", (double)atomic_load(&s->inferences));
-    cJSON_AddNumberToObject(o, "execution_count", (double)atomic_load(&s->executions));
+    uint64_t units = atomic_load(&s->execution_units);
+    add_u64(o, "last_inference", atomic_load(&s->last_ms));
+    add_u64(o, "inference_count", atomic_load(&s->inferences));
+    add_u64(o, "execution_count", (units + EXEC_UNIT / 2) / EXEC_UNIT);
     cJSON_AddItemToObject(inf, "success", duration_json(&s->success));
     cJSON_AddItemToObject(inf, "fail", duration_json(&s->fail));
     cJSON_AddItemToObject(inf, "queue", duration_json(&s->queue));
     cJSON_AddItemToObject(inf, "compute_input", duration_json(&s->compute_input));
     cJSON_AddItemToObject(inf, "compute_infer", duration_json(&s->compute_infer));
     cJSON_AddItemToObject(inf, "compute_output", duration_json(&s->compute_output));
+    /* no response cache: Triton reports zeros */
+    cJSON_AddItemToObject(inf, "cache_hit", duration_pair(0, 0));
+    cJSON_AddItemToObject(inf, "cache_miss", duration_pair(0, 0));
     cJSON_AddItemToObject(o, "inference_stats", inf);
+    cJSON_AddItemToObject(o, "response_stats", cJSON_CreateObject());
     cJSON_AddItemToObject(o, "batch_stats", cJSON_CreateArray());
+    cJSON_AddItemToObject(o, "memory_usage", cJSON_CreateArray());
     return o;
 }
 

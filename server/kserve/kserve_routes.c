@@ -56,6 +56,9 @@ enum MHD_Result cr_kserve_server_metadata(cr_conn *c)
     cJSON_AddStringToObject(doc, "version", CRUNCHD_VERSION);
     cJSON_AddItemToArray(ext, cJSON_CreateString("binary_tensor_data"));
     cJSON_AddItemToArray(ext, cJSON_CreateString("system_shared_memory"));
+    cJSON_AddItemToArray(ext, cJSON_CreateString("statistics")); /* perf_analyzer then splits queue and compute */
+    cJSON_AddItemToArray(ext, cJSON_CreateString("model_configuration"));
+    cJSON_AddItemToArray(ext, cJSON_CreateString("model_repository"));
     if (cr_engine_backend(c->h->deps.engine)->ipc_open)
         cJSON_AddItemToArray(ext, cJSON_CreateString("cuda_shared_memory"));
     cJSON_AddItemToObject(doc, "extensions", ext);
@@ -161,6 +164,14 @@ static bool accepted_type(const char *ct)
 enum MHD_Result cr_kserve_begin(cr_conn *c)
 {
     const cr_config *cfg = c->h->deps.cfg;
+    if (c->handler != cr_kserve_infer) {
+        /* Triton's own C++ client posts registrations with libcurl's default type
+         * (application/x-www-form-urlencoded) and unregister-all with an empty body: these
+         * bodies are read as JSON whatever their type says, and refused (400) when they are not */
+        c->limit = (size_t)cfg->max_json_mb << 20;
+        c->limit_msg = "the JSON body is larger than --max-json-mb";
+        return MHD_YES;
+    }
     if (!accepted_type(cr_header(c, MHD_HTTP_HEADER_CONTENT_TYPE)))
         return cr_refuse(c, 415, "unsupported_media_type", "Content-Type",
                       "send application/json, or application/octet-stream with %s", HEADER_LEN);

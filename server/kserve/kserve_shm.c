@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "kernels/hist_range.h"
 #include "server/kserve/kserve_internal.h"
 #include "server/kserve/shm_tensor.h"
 
@@ -71,8 +72,8 @@ void *cr_ks_shm_fill_input(cr_request *r, int slot, const cr_ks_shm *s, const ch
 /* Bytes and element size of model output k of the decoded task: the result, or the edges. */
 static uint64_t output_bytes(const cr_task *t, int k, size_t *es)
 {
-    if (k == 1) { /* histogram edges: bins + 1 values of the data's type */
-        *es = cr_dtype_size(t->dtype);
+    if (k == 1) { /* histogram edges: bins + 1 values of numpy's edge type */
+        *es = cr_dtype_size(cr_hist_edge_dtype(t->dtype));
         return ((uint64_t)t->u.hist.bins + 1) * *es;
     }
     *es = t->op == CR_OP_HISTOGRAM ? sizeof(uint64_t) : cr_dtype_size(t->dtype);

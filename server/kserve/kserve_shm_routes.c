@@ -102,6 +102,18 @@ static cJSON *parse_whole(const char *body, size_t len)
     return doc;
 }
 
+/* An unregister's body: none (Triton's C++ client sends none), or a JSON object, whose members
+ * say nothing here; anything else is a 400 as for a registration. */
+static int unregister_body(const cr_conn *c, cr_error *err)
+{
+    if (c->len == 0)
+        return 0;
+    cJSON *doc = parse_whole(c->body, c->len);
+    bool ok = cJSON_IsObject(doc);
+    cJSON_Delete(doc);
+    return ok ? 0 : cr_fail(err, 400, "invalid_json", "", "an unregister's body must be empty or a JSON object");
+}
+
 /* {"key": "/name", "offset": N, "byte_size": N} and nothing else; offset may be left out (0).
  * The key points into the returned document (cr_shm_register judges it); NULL with err. */
 static cJSON *parse_register(const char *body, size_t len, const char **key, uint64_t *offset,
@@ -171,7 +183,7 @@ enum MHD_Result cr_kserve_shm_unregister(cr_conn *c)
     cr_error err;
     if (!path_region(c, buf, sizeof buf, &name))
         return MHD_YES;
-    int rc = name ? cr_shm_unregister(name, &err) : cr_shm_unregister_all(&err);
+    int rc = unregister_body(c, &err) ? -1 : name ? cr_shm_unregister(name, &err) : cr_shm_unregister_all(&err);
     return rc ? cr_send_error(c, &err) : cr_send_cjson(c, 200, cJSON_CreateObject());
 }
 
@@ -276,6 +288,8 @@ enum MHD_Result cr_kserve_cuda_shm_unregister(cr_conn *c)
     cr_error err;
     if (!path_region(c, buf, sizeof buf, &name))
         return MHD_YES;
-    int rc = name ? cr_cuda_shm_unregister(name, &err) : cr_cuda_shm_unregister_all(&err);
+    int rc = unregister_body(c, &err)    ? -1
+             : name ? cr_cuda_shm_unregister(name, &err)
+                    : cr_cuda_shm_unregister_all(&err);
     return rc ? cr_send_error(c, &err) : cr_send_cjson(c, 200, cJSON_CreateObject());
 }

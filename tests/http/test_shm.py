@@ -247,9 +247,7 @@ def test_gemm_inputs_in_shm(client, regions, dtype, out_mode):
     assert out["shape"] == [33, 9] and out["datatype"] == KS[np.dtype(dtype)], out
     if out_mode == "shm":
         assert "data" not in out, out
-        assert out["parameters"] == {"shared_memory_region": oname,
-                                     "shared_memory_byte_size": c_bytes + 64,
-                                     "shared_memory_offset": 64}, out
+        assert "parameters" not in out, out  # as Triton answers: the client knows where it put it
         got = shm.get_contents_as_numpy(ho, dtype, [33, 9], offset=64)
     else:
         got = res.as_numpy("c")
