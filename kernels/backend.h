@@ -81,12 +81,39 @@ typedef struct {
     uint64_t *counts;   /* bins entries, written */
 } cr_hist_task;
 
+/* ---- stacks: many matrices of one shape in one task (numpy.matmul's batch dimensions) ---- */
+
+/* Batch dimensions a stack may have: its arrays are of rank 8 at most. */
+#define CR_STACK_DIMS 6
+/* Operands of a stack: GEMM a, b, c_in; AᵀA a. */
+#define CR_STACK_OPERANDS 3
+enum { CR_STACK_A = 0, CR_STACK_B = 1, CR_STACK_C = 2 };
+
+/* The batch dimensions of a GEMM or AᵀA task. rank 0 (a zeroed task) is one matrix, as ever.
+ * Otherwise the task computes `count` products, one per index of the result's batch shape
+ * dims[0..rank), in C order; the output holds count matrices (m×n, or n×n), densely packed.
+ * Operand k holds mats[k] matrices, densely packed in C order over its own batch shape, which
+ * numpy aligns to the right of the result's: stride[k][d] is how many of operand k's matrices
+ * one step along the result's batch dimension d moves, 0 where the operand broadcasts (its
+ * dimension is 1 or missing: (1, m, k) @ (b, k, n), (m, k) @ (b, k, n), (p, 1, m, k) @ (q, k, n)).
+ * A GEMM's c_in has its own strides (c broadcasts too), and always full m×n matrices: the
+ * decoders expand a c that broadcasts within its matrix (a row, a column) before the task. An
+ * AᵀA stack never broadcasts. trans_a/trans_b act on every matrix of the stack. */
+typedef struct {
+    int rank;
+    int64_t dims[CR_STACK_DIMS];
+    int64_t count;
+    int64_t mats[CR_STACK_OPERANDS];
+    int64_t stride[CR_STACK_OPERANDS][CR_STACK_DIMS];
+} cr_stack;
+
 typedef struct {
     cr_op op;
     cr_dtype dtype;
     cr_precision precision;
     const cr_kernel *kernel; /* a registry row of the backend that runs the task */
     union { cr_gemm_task gemm; cr_ata_task ata; cr_hist_task hist; } u;
+    cr_stack stack;          /* GEMM and AᵀA: rank 0 for one matrix; histograms: always rank 0 */
     /* Polled between phases; a backend may stop early and return CR_E_CANCELLED. */
     const volatile int *cancel;
 } cr_task;
@@ -244,6 +271,22 @@ void cr_cpu_blas_on_caller(void);
 #ifdef CRUNCHD_HAVE_CUDA
 extern const cr_backend cr_backend_cuda;
 #endif
+
+/* Products the task computes: 1, or a stack's count. */
+int64_t cr_task_matrices(const cr_task *t);
+/* Matrices operand k (CR_STACK_A, _B, _C) holds: 1, or a stack's mats[k]. */
+int64_t cr_task_operand_matrices(const cr_task *t, int k);
+/* Which of operand k's matrices product i (0 <= i < count, C order over dims) reads. */
+int64_t cr_stack_operand_index(const cr_stack *s, int k, int64_t i);
+/* Whether operand k's matrix of product i is i * *step for every i (step 0: one matrix for all),
+ * as a strided-batched library call needs; false where broadcasting leaves no common stride
+ * ((p, 1, m, k) @ (q, k, n)), which needs one pointer per product. */
+bool cr_stack_uniform(const cr_stack *s, int k, int64_t *step);
+/* Fills s for result batch shape dims[0..rank) and each operand's own batch shape (its dims,
+ * right-aligned, each equal to the result's or 1; nrank[k] 0 for an operand of one matrix, -1
+ * for an operand the task lacks). The caller checked that they broadcast. */
+void cr_stack_plan(cr_stack *s, int rank, const int64_t *dims, const int nrank[CR_STACK_OPERANDS],
+                   const int64_t ndims[CR_STACK_OPERANDS][CR_STACK_DIMS]);
 
 /* Floating-point operations a task performs (for GFLOP/s), and bytes it reads (for GB/s). */
 double cr_task_flops(const cr_task *t);

@@ -28,8 +28,8 @@ void cr_task_set_output(cr_task *t, void *out)
 static size_t output_elements(const cr_task *t)
 {
     switch (t->op) {
-    case CR_OP_GEMM: return (size_t)t->u.gemm.m * (size_t)t->u.gemm.n;
-    case CR_OP_ATA: return (size_t)t->u.ata.n * (size_t)t->u.ata.n;
+    case CR_OP_GEMM: return (size_t)t->u.gemm.m * (size_t)t->u.gemm.n * (size_t)cr_task_matrices(t);
+    case CR_OP_ATA: return (size_t)t->u.ata.n * (size_t)t->u.ata.n * (size_t)cr_task_matrices(t);
     case CR_OP_HISTOGRAM: return (size_t)t->u.hist.bins;
     default: return 0;
     }
