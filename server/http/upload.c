@@ -120,7 +120,7 @@ static cr_limits limits_of(const cr_config *cfg)
                        .max_bins = cfg->max_bins};
 }
 
-static cr_host_allocator allocator_of(const cr_conn *c)
+cr_host_allocator cr_upload_allocator(const cr_conn *c)
 {
     cr_engine *e = c->h->deps.engine;
     const cr_backend *b = e ? cr_engine_backend(e) : NULL;
@@ -394,7 +394,7 @@ static int begin_body(cr_conn *c, cr_upload *u, const cr_params *p, const cr_lim
     if (u->kind == UP_RAW && !cl && !c->inflater)
         return cr_fail(err, 411, "length_required", "Content-Length",
                        "raw application/octet-stream bodies need a Content-Length");
-    if (!(u->bin = cr_bin_new(p, lim, allocator_of(c))))
+    if (!(u->bin = cr_bin_new(p, lim, cr_upload_allocator(c))))
         return cr_fail(err, 503, "host_memory", "", "out of memory");
     /* The array is sized before the first byte lands; a coded body's size is known at its end. */
     if (u->kind == UP_RAW && c->inflater)

@@ -5,6 +5,7 @@
 #ifndef CRUNCHD_UPLOAD_H
 #define CRUNCHD_UPLOAD_H
 
+#include "server/codec/binary_decode.h"
 #include "server/http/body_stream.h"
 #include "server/http/conn.h"
 
@@ -38,5 +39,9 @@ int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err);
 bool cr_upload_failed(const cr_conn *c);
 
 void cr_upload_free(cr_conn *c);
+
+/* The host memory a request's binary arrays are received into: the backend's (pinned on cuda,
+ * where the worker then copies without staging), with its device sinks for big matrices. */
+cr_host_allocator cr_upload_allocator(const cr_conn *c);
 
 #endif

@@ -30,7 +30,8 @@ typedef struct {
     int64_t shape[2];
     uint64_t count;
     const cJSON *data; /* JSON numbers, or NULL for binary */
-    const char *bytes; /* binary: its bytes inside the body */
+    bool binary;       /* binary: its bytes are the binary section's [bin_off, + count * size) */
+    uint64_t bin_off;
     cr_ks_shm shm;     /* or in a registered shared-memory region (kserve_shm.c) */
 } ks_input;
 
@@ -48,8 +49,8 @@ typedef struct {
     const cr_limits *lim;
     const cr_jfast *fast; /* the header's numeric arrays, outside cJSON */
     ks_input in[CR_KS_MAX_IO];
-    const char *bin; /* the binary section: after the header; NULL when none */
-    size_t bin_len, bin_used;
+    cr_ks_source *src; /* the binary section after the header; NULL when none */
+    uint64_t bin_used;
     ks_params p;
 } ks_ctx;
 
@@ -340,7 +341,7 @@ static int measure_binary(const cJSON *size_node, const cr_ks_tensor *spec, ks_i
     int64_t size;
     if (get_count(size_node, "binary_data_size", &size, err))
         return -1;
-    if (!x->bin)
+    if (!x->src)
         return cr_fail(
             err, 400, "invalid_field", spec->name,
             "input %s has binary_data_size but the request has no Inference-Header-Content-Length",
@@ -350,12 +351,13 @@ static int measure_binary(const cJSON *size_node, const cr_ks_tensor *spec, ks_i
         return cr_fail(err, 400, "invalid_field", spec->name,
                        "input %s: binary_data_size is %lld bytes but shape and datatype make %llu",
                        spec->name, (long long)size, (unsigned long long)want);
-    if ((uint64_t)size > x->bin_len - x->bin_used)
+    if ((uint64_t)size > x->src->len - x->bin_used)
         return cr_fail(err, 400, "invalid_field", spec->name,
-                       "input %s: %lld bytes of binary data announced, only %zu left in the body",
-                       spec->name, (long long)size, x->bin_len - x->bin_used);
-    in->bytes = x->bin + x->bin_used;
-    x->bin_used += (size_t)size;
+                       "input %s: %lld bytes of binary data announced, only %llu left in the body",
+                       spec->name, (long long)size, (unsigned long long)(x->src->len - x->bin_used));
+    in->binary = true;
+    in->bin_off = x->bin_used;
+    x->bin_used += (uint64_t)size;
     return 0;
 }
 
@@ -429,10 +431,10 @@ static int measure_inputs(const cJSON *root, ks_ctx *x, cr_error *err)
         if (!x->in[k].present && !x->m->inputs[k].optional)
             return cr_fail(err, 400, "missing_field", x->m->inputs[k].name,
                            "model %s needs input %s", x->m->name, x->m->inputs[k].name);
-    if (x->bin && x->bin_used != x->bin_len)
+    if (x->src && x->bin_used != x->src->len)
         return cr_fail(err, 400, "invalid_field", "binary_data_size",
-                       "%zu bytes of binary data follow the header but the inputs announce %zu",
-                       x->bin_len, x->bin_used);
+                       "%llu bytes of binary data follow the header but the inputs announce %llu",
+                       (unsigned long long)x->src->len, (unsigned long long)x->bin_used);
     for (int k = 1; k < x->m->n_inputs; k++) /* matrices of one GEMM share their element type */
         if (x->in[k].present && x->in[k].dt != x->in[0].dt)
             return cr_fail(err, 400, "unsupported", x->m->inputs[k].name,
@@ -539,18 +541,29 @@ static int hist_task(ks_ctx *x, cr_request *r, cr_error *err)
 
 /* ---- inputs: filling ------------------------------------------------------------------------ */
 
+/* A binary input's bytes, read from the source into a buffer of the source's allocator (the
+ * backend's pinned memory on cuda: the worker copies it to the device without staging). */
+static void *fill_binary(const ks_ctx *x, cr_request *r, int slot, cr_error *err)
+{
+    const ks_input *in = &x->in[slot];
+    size_t bytes = (size_t)in->count * cr_dtype_size(in->dt);
+    cr_ks_source *s = x->src;
+    void *p = cr_request_alloc_from(r, slot, bytes, false, s->alloc.alloc, s->alloc.free, err);
+    if (!p || (bytes && s->read(s, in->bin_off, p, bytes, err) != 0))
+        return NULL;
+    return p;
+}
+
 static void *fill_input(const ks_ctx *x, cr_request *r, int slot, cr_error *err)
 {
     const ks_input *in = &x->in[slot];
     const cr_ks_tensor *spec = &x->m->inputs[slot];
     size_t es = cr_dtype_size(in->dt), bytes = (size_t)in->count * es;
+    if (in->binary)
+        return fill_binary(x, r, slot, err);
     void *p = cr_request_alloc_buf(r, slot, bytes, false, err);
     if (!p)
         return NULL;
-    if (in->bytes) {
-        memcpy(p, in->bytes, bytes);
-        return p;
-    }
     char field[64];
     snprintf(field, sizeof field, "%s.data", spec->name);
     if (!(spec->rank == 2 && is_row_list(x->fast, in->data)))
@@ -588,12 +601,34 @@ static void *input_buffer(const ks_ctx *x, cr_request *r, int slot, cr_error *er
     return fill_input(x, r, slot, err);
 }
 
+/* The inputs' buffers; binary ones first, in the order of their bytes in the body, which a source
+ * reading a socket gives only once and in order. */
+static int fill_inputs(ks_ctx *x, cr_request *r, void **p, cr_error *err)
+{
+    bool done[CR_KS_MAX_IO] = {false};
+    for (;;) {
+        int next = -1;
+        for (int k = 0; k < x->m->n_inputs; k++)
+            if (x->in[k].present && x->in[k].binary && !done[k] &&
+                (next < 0 || x->in[k].bin_off < x->in[next].bin_off))
+                next = k;
+        if (next < 0)
+            break;
+        done[next] = true;
+        if (!(p[next] = input_buffer(x, r, next, err)))
+            return -1;
+    }
+    for (int k = 0; k < x->m->n_inputs; k++)
+        if (x->in[k].present && !done[k] && !(p[k] = input_buffer(x, r, k, err)))
+            return -1;
+    return 0;
+}
+
 static int fill_task(ks_ctx *x, cr_request *r, cr_error *err)
 {
     void *p[CR_KS_MAX_IO] = {NULL};
-    for (int k = 0; k < x->m->n_inputs; k++)
-        if (x->in[k].present && !(p[k] = input_buffer(x, r, k, err)))
-            return -1;
+    if (fill_inputs(x, r, p, err))
+        return -1;
     switch (x->m->op) {
     case CR_OP_GEMM:
         r->task.u.gemm.a = p[0];
@@ -713,22 +748,45 @@ static int decode_root(const cJSON *root, ks_ctx *x, cr_request *r, cr_ks_spec *
     return cr_ks_shm_outputs(r, s, err);
 }
 
+/* The binary section of a body held whole in memory. */
+typedef struct {
+    cr_ks_source src;
+    const char *bin;
+} memory_source;
+
+static int read_memory(cr_ks_source *s, uint64_t off, void *dst, size_t n, cr_error *err)
+{
+    (void)err;
+    memcpy(dst, ((memory_source *)s)->bin + off, n); /* off + n <= len: measured */
+    return 0;
+}
+
 int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
                  const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err)
+{
+    return cr_ks_decode_alloc(m, body, len, header_len, lim, (cr_host_allocator){0}, req, spec, err);
+}
+
+int cr_ks_decode_alloc(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
+                       const cr_limits *lim, cr_host_allocator alloc, cr_request *req, cr_ks_spec *spec,
+                       cr_error *err)
+{
+    size_t hl = header_len < 0 ? len : (size_t)header_len;
+    memory_source ms = {{len - hl, read_memory, alloc}, body + hl};
+    return cr_ks_decode_from(m, body, hl, header_len < 0 ? NULL : &ms.src, lim, req, spec, err);
+}
+
+int cr_ks_decode_from(const cr_ks_model *m, const char *header, size_t hl, cr_ks_source *src,
+                      const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err)
 {
     memset(req, 0, sizeof *req);
     memset(spec, 0, sizeof *spec);
     spec->model = m;
     cr_jfast fast = {0};
-    ks_ctx x = {.m = m, .lim = lim, .fast = &fast};
-    size_t hl = header_len < 0 ? len : (size_t)header_len;
-    if (header_len >= 0) {
-        x.bin = body + hl;
-        x.bin_len = len - hl;
-    }
+    ks_ctx x = {.m = m, .lim = lim, .fast = &fast, .src = src};
     /* through the fast path (server/codec/json_fastarray.h): its numeric arrays never become
      * cJSON nodes, and what does is bounded */
-    cJSON *root = cr_json_parse_document(body, hl, &fast, "the inference request",
+    cJSON *root = cr_json_parse_document(header, hl, &fast, "the inference request",
                                          " (binary tensors need the Inference-Header-Content-Length header)", err);
     int rc = root ? decode_root(root, &x, req, spec, err) : -1;
     cJSON_Delete(root);
@@ -738,7 +796,7 @@ int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t hea
         cr_ks_spec_free(spec);
         return -1;
     }
-    req->body_bytes = len;
+    req->body_bytes = hl + (src ? src->len : 0);
     return 0;
 }
 

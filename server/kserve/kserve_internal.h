@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/codec/binary_decode.h"
 #include "server/engine/job.h"
 #include "server/kserve/shm_region.h"
 #include "server/kserve/shm_tensor.h"
@@ -67,12 +68,29 @@ typedef struct {
     cr_ks_shm shm[CR_KS_MAX_IO];  /* per model output: written into a region instead */
 } cr_ks_spec;
 
+/* The binary section of a request (binary tensor data extension: the bytes after the JSON
+ * header): its length, and a reader of its bytes. The decoder asks for each binary input's bytes
+ * once, in increasing offset, so a source may be a socket read as it goes (the direct path,
+ * kserve_direct.c); they land in buffers from alloc (malloc where its members are NULL). */
+typedef struct cr_ks_source {
+    uint64_t len;
+    int (*read)(struct cr_ks_source *s, uint64_t offset, void *dst, size_t n, cr_error *err);
+    cr_host_allocator alloc;
+} cr_ks_source;
+
 /* Decodes an inference request. header_len < 0: the whole body is the JSON object; otherwise
  * the JSON header is its first header_len bytes and binary tensors follow (the caller checked
  * header_len <= len). Sizes are checked against lim before anything is allocated. On failure
  * -1 with err filled and *req and *spec freed. */
 int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
                  const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err);
+/* The same, binary inputs in buffers from alloc (the backend's host memory). */
+int cr_ks_decode_alloc(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
+                       const cr_limits *lim, cr_host_allocator alloc, cr_request *req, cr_ks_spec *spec,
+                       cr_error *err);
+/* The JSON header (hl bytes) in memory, the binary section (if any: src) from src. */
+int cr_ks_decode_from(const cr_ks_model *m, const char *header, size_t hl, cr_ks_source *src,
+                      const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err);
 void cr_ks_spec_free(cr_ks_spec *s);
 
 /* The shared_memory_* members of a tensor's "parameters" (an object, or NULL) into *out; out->on

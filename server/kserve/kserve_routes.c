@@ -14,6 +14,7 @@
 #include "server/codec/json_encode.h"
 #include "server/http/respond.h"
 #include "server/http/submit.h"
+#include "server/http/upload.h"
 #include "server/kserve/kserve_internal.h"
 
 #define HEADER_LEN "Inference-Header-Content-Length"
@@ -244,7 +245,10 @@ enum MHD_Result cr_kserve_infer(cr_conn *c)
     cr_limits lim = cr_request_limits(c->h->deps.cfg);
     if (cr_request_decode_charge(c->len, &err) < 0)
         return cr_send_error(c, &err);
-    int rc = cr_ks_decode(m, c->body ? c->body : "", c->len, hl, &lim, &req, spec, &err);
+    /* binary tensors into the backend's host memory (pinned on cuda), without its device sinks */
+    cr_host_allocator alloc = cr_upload_allocator(c);
+    alloc.sink = NULL;
+    int rc = cr_ks_decode_alloc(m, c->body ? c->body : "", c->len, hl, &lim, alloc, &req, spec, &err);
     cr_request_decode_release(c->len);
     if (rc != 0)
         return cr_send_error(c, &err);
