@@ -182,6 +182,7 @@ enum MHD_Result cr_route_kernels(cr_conn *c)
         cJSON_AddStringToObject(o, "precision", cr_precision_name(k[i].precision));
         cJSON_AddBoolToObject(o, "reference", k[i].reference);
         cJSON_AddBoolToObject(o, "batchable", k[i].batchable);
+        cJSON_AddBoolToObject(o, "stacks", k[i].stacks);
         cJSON_AddBoolToObject(o, "named_only", k[i].named_only);
         cJSON_AddStringToObject(o, "summary", k[i].summary ? k[i].summary : "");
         cJSON_AddItemToArray(list, o);
