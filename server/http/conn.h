@@ -71,6 +71,7 @@ struct cr_conn {
     char *body;
     size_t len, cap, limit;
     struct cr_upload *upload; /* a binary body being streamed into its arrays (upload.c) */
+    struct cr_ks_upload *ks_upload; /* a KServe binary body read by the direct path (kserve_direct.c) */
     struct cr_inflater *inflater; /* decodes a body sent with Content-Encoding (body_coding.c) */
     size_t wire_len;         /* a coded body's bytes as sent (len counts them decoded) */
     bool vary_encoding;      /* the answer could have been compressed: Vary: Accept-Encoding */

@@ -89,7 +89,13 @@ enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *
         memcpy(body, oom, len);
     }
     cr_span span = {body, len};
-    struct MHD_Response *r = cr_answer_response(c, content_type, &span, 1, free, body);
+    return cr_send_spans(c, status, content_type, &span, 1, free, body);
+}
+
+enum MHD_Result cr_send_spans(cr_conn *c, int status, const char *content_type, const cr_span *spans, int n,
+                              void (*done)(void *cls), void *cls)
+{
+    struct MHD_Response *r = cr_answer_response(c, content_type, spans, n, done, cls);
     if (!r)
         return MHD_NO;
     if (status == 503 || status == 429)

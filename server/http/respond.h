@@ -5,6 +5,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "server/codec/answer_deflate.h"
+
 #include "server/http/conn.h"
 
 /* A request header's value, or NULL. */
@@ -15,6 +17,10 @@ int cr_query_each(cr_conn *c, MHD_KeyValueIterator it, void *cls);
 
 /* Sends body (malloc'd; owned from here on, NULL means out of memory: a 503 goes instead). */
 enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *body, size_t len);
+/* The same for a body of up to two spans (a header, then a buffer kept elsewhere: a job's output),
+ * valid until done(cls) is called once the answer is sent (or could not be). */
+enum MHD_Result cr_send_spans(cr_conn *c, int status, const char *content_type, const cr_span *spans, int n,
+                              void (*done)(void *cls), void *cls);
 /* A copy of a constant text. */
 enum MHD_Result cr_send_text(cr_conn *c, int status, const char *content_type, const char *text);
 /* A cJSON document as compact JSON; takes and deletes doc. */

@@ -146,7 +146,15 @@ int cr_ks_encode(const cr_job *j, const cr_ks_spec *s, const char *backend, cr_k
         }
     kb_header(&b, j, s, backend, ts);
     out->header_len = b.len;
+    int binary = 0;
     for (int k = 0; k < s->model->n_outputs; k++)
+        binary += s->want[k] && s->binary[k];
+    if (binary == 1 && s->want[0] && s->binary[0]) { /* the result alone: sent from where it is */
+        out->tail = ts[0].data;
+        out->tail_len = ts[0].count * cr_dtype_size(ts[0].dt);
+        binary = 0;
+    }
+    for (int k = 0; k < s->model->n_outputs && binary; k++)
         if (s->want[k] && s->binary[k])
             cr_jbuf_put(&b, ts[k].data, ts[k].count * cr_dtype_size(ts[k].dt));
     free(edges);

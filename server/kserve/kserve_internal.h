@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "server/codec/binary_decode.h"
+#include "server/http/conn.h"
 #include "server/engine/job.h"
 #include "server/kserve/shm_region.h"
 #include "server/kserve/shm_tensor.h"
@@ -110,6 +111,12 @@ int cr_ks_shm_outputs(cr_request *r, cr_ks_spec *s, cr_error *err);
  * that unregisters on reading the answer finds them free. */
 void cr_ks_shm_release_outputs(cr_request *r, cr_ks_spec *s);
 
+/* The model of the request's path (/v2/models/{model}[/versions/1]/...), or NULL with a 404 sent. */
+const cr_ks_model *cr_ks_path_model(cr_conn *c);
+/* A request the direct path decoded (kserve_direct.c): moved into *req and *spec (the caller's
+ * from here on); -1 with err when it was refused. */
+int cr_kserve_direct_take(cr_conn *c, cr_request *req, cr_ks_spec **spec, cr_error *err);
+
 /* Triton's per-model inference statistics (kserve_repo.c): one finished inference of model m. */
 void cr_ks_stats_record(const cr_ks_model *m, const cr_job *j);
 
@@ -118,7 +125,11 @@ void cr_ks_stats_record(const cr_ks_model *m, const cr_job *j);
 typedef struct {
     char *body;         /* malloc'd: the JSON header, then the binary outputs if any */
     size_t len;
-    size_t header_len;  /* == len when nothing is binary */
+    size_t header_len;  /* == len (and no tail) when nothing is binary */
+    /* When the one binary output is the job's result itself: it is not copied into body, which
+     * ends with the header; the answer sends these bytes of the job's output after it. */
+    const void *tail;
+    size_t tail_len;
 } cr_ks_response;
 
 /* The inference response of a finished (done) job; -1 when memory ran out. */
