@@ -66,6 +66,8 @@ static const opt_spec specs[] = {
      "largest JSON request body, MiB (decoded)"},
     {"max-elements", OPT_I64, F(max_elements), 1, INT64_MAX / 16, "2147483648", "largest array, elements"},
     {"max-bins", OPT_INT, F(max_bins), 1, 1 << 24, "1048576", "most histogram bins"},
+    {"max-stack", OPT_I64, F(max_stack), 1, INT64_MAX / 16, "16777216",
+     "most matrices in one stack (a GEMM or AtA of arrays of up to 8 dimensions: the product of all but the last two)"},
     {"job-timeout-ms", OPT_I64, F(job_timeout_ms), 1, INT64_MAX / 2, "60000", "default job deadline, ms"},
     {"result-ttl-s", OPT_INT, F(result_ttl_s), 1, 86400 * 30, "300", "keep finished async results, s"},
     {"result-cap-mb", OPT_I64, F(result_cap_mb), 1, 1 << 20, "4096, at most --max-memory-mb",
@@ -147,6 +149,7 @@ static void set_defaults(cr_config *c)
     c->max_json_mb = 256; /* derive_limits: at most --max-body-mb unless given */
     c->max_elements = (int64_t)1 << 31;
     c->max_bins = 1 << 20;
+    c->max_stack = (int64_t)1 << 24;
     c->job_timeout_ms = 60000;
     c->result_ttl_s = 300;
     c->result_cap_mb = 4096; /* at most the memory budget: cr_config_size */

@@ -30,6 +30,7 @@ typedef struct {
     int64_t max_json_mb;
     int64_t max_elements;
     int max_bins;
+    int64_t max_stack;
     int64_t job_timeout_ms;
     int result_ttl_s;
     int64_t result_cap_mb;    /* finished async results kept, in bytes of result data */

@@ -9,10 +9,11 @@
 cr_limits cr_request_limits(const cr_config *cfg)
 {
     if (!cfg)
-        return (cr_limits){.max_elements = 1ull << 28, .max_total_bytes = 4ull << 30, .max_bins = 1 << 20};
+        return (cr_limits){.max_elements = 1ull << 28, .max_total_bytes = 4ull << 30, .max_bins = 1 << 20,
+                           .max_stack = 1 << 24};
     return (cr_limits){.max_elements = (uint64_t)cfg->max_elements,
                        .max_total_bytes = (uint64_t)cfg->max_body_mb << 20,
-                       .max_bins = cfg->max_bins};
+                       .max_bins = cfg->max_bins, .max_stack = cfg->max_stack};
 }
 
 void *cr_request_alloc_from(cr_request *r, int slot, size_t bytes, bool zeroed, void *(*alloc)(size_t),
@@ -190,4 +191,20 @@ int cr_request_decode_charge(size_t body_bytes, cr_error *err)
 void cr_request_decode_release(size_t body_bytes)
 {
     cr_mem_release(CR_MEM_DECODE, CR_DECODE_BYTES(body_bytes));
+}
+
+cr_shape cr_request_result_shape(const cr_request *r)
+{
+    const cr_task *t = &r->task;
+    if (r->shaped)
+        return r->out_shape;
+    switch (t->op) {
+    case CR_OP_GEMM: return cr_shape_2d(t->u.gemm.m, t->u.gemm.n);
+    case CR_OP_ATA: return cr_shape_2d(t->u.ata.n, t->u.ata.n);
+    default: {
+        cr_shape s = {.rank = 1};
+        s.dims[0] = t->u.hist.bins;
+        return s;
+    }
+    }
 }

@@ -12,12 +12,14 @@
 #include "kernels/registry.h"
 #include "server/config.h"
 #include "server/error.h"
+#include "server/shape.h"
 
 /* Limits enforced while decoding, before memory is spent on the declared sizes. */
 typedef struct {
     uint64_t max_elements;   /* per array */
     uint64_t max_total_bytes;/* all input and output arrays of one request together */
     int32_t max_bins;
+    int64_t max_stack;       /* matrices in one stack (server/shape.h) */
 } cr_limits;
 
 /* The longest deadline a request may ask for, ms, however it asks (the body's timeout_ms, the
@@ -33,6 +35,10 @@ typedef struct {
     cr_task task;                       /* pointers in task.u.* point into bufs; task.kernel is
                                            set by the engine when it resolves `kernel` */
     cr_kernel_choice kernel;            /* what the client asked: auto, all or a name */
+    /* The result's shape as numpy.matmul gives it (a stack's batch dimensions, a 1-D operand's
+     * dimension removed); when !shaped, the task's own (m x n, n x n, or the bins). */
+    bool shaped;
+    cr_shape out_shape;
     bool is_float_hist;                 /* histogram of float data: response carries edges */
     int64_t timeout_ms;                 /* 0: server default */
     void *bufs[CR_REQUEST_BUFS];        /* owned (or borrowed, below); freed by cr_request_free */
@@ -70,6 +76,9 @@ typedef struct {
         uint64_t offset, bytes;
     } result_shm;
 } cr_request;
+
+/* The result's shape: out_shape, or the task's (m, n), (n, n) or (bins,). */
+cr_shape cr_request_result_shape(const cr_request *r);
 
 /* The decoders' limits from the configuration; cr_request_default_limits when cfg is NULL
  * (tests, tools): generous but finite. */

@@ -23,8 +23,9 @@ struct cr_bin_part {
     cr_npy_header h;
     void *data;              /* the array's buffer, r->bufs[slot] */
     uint64_t received;       /* data bytes so far */
-    /* A Fortran-ordered c has no transpose flag in the task: its elements are scattered into
-     * C order as they arrive (still one copy); carry holds an element split between chunks. */
+    /* A Fortran-ordered c, or stack (3 dimensions or more), has no transpose flag in the task:
+     * its elements are scattered into C order as they arrive (still one copy); carry holds an
+     * element split between chunks. */
     bool scatter;
     uint8_t carry[8];
     size_t carry_len;
@@ -159,6 +160,14 @@ static int check_limits(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
     return 0;
 }
 
+static cr_shape part_shape(const cr_bin_part *p)
+{
+    cr_shape s = {.rank = p->h.ndim};
+    for (int d = 0; d < p->h.ndim && d < CR_RANK_MAX; d++)
+        s.dims[d] = p->h.shape[d];
+    return s;
+}
+
 static void shape_text(const cr_npy_header *h, char *out, size_t cap)
 {
     size_t n = (size_t)snprintf(out, cap, "(");
@@ -196,12 +205,13 @@ static int check_part(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
                        r->params.op == CR_OP_GEMM ? "float32, float64, float16 (or 2-byte parts with "
                        "dtype=bfloat16)" : "float32 or float64", cr_dtype_name(p->h.dtype));
     shape_text(&p->h, shape, sizeof shape);
-    if (p->h.ndim != 2)
-        return cr_fail(err, 400, "invalid_field", p->name, "%s must be a 2-D matrix, got shape %s",
-                       p->name, shape);
-    if (p->h.shape[0] == 0 || p->h.shape[1] == 0)
-        return cr_fail(err, 400, "invalid_field", p->name, "%s is empty (shape %s); a matrix "
-                       "needs rows and columns", p->name, shape);
+    bool c_any = strcmp(p->name, "c") == 0; /* c broadcasts: a scalar or a row will do */
+    if (p->h.ndim > CR_RANK_MAX || (!c_any && p->h.ndim < 1))
+        return cr_fail(err, 400, "invalid_field", p->name, "%s must be a matrix, a stack of them or a vector "
+                       "(1 to %d dimensions), got shape %s", p->name, CR_RANK_MAX, shape);
+    cr_shape s = part_shape(p);
+    if (p->h.ndim > 0 && cr_shape_check(&s, p->name, r->lim.max_stack, err))
+        return -1;
     for (int i = 0; i < r->n_parts; i++) {
         const cr_bin_part *o = &r->parts[i];
         if (o != p && o->header_done && o->h.dtype != p->h.dtype)
@@ -315,7 +325,9 @@ static int header_parsed(cr_bin_request *r, cr_bin_part *p, cr_error *err)
     p->hdr = NULL;
     if (apply_bf16(r, p, err) || check_part(r, p, err) || check_limits(r, p, err))
         return -1;
-    p->scatter = strcmp(p->name, "c") == 0 && p->h.fortran_order;
+    /* a 2-D a or b in Fortran order is read as its transpose (finish_gemm flips the flag) */
+    p->scatter = p->h.fortran_order && r->params.op != CR_OP_HISTOGRAM &&
+                 (p->h.ndim > 2 || (p->h.ndim == 2 && strcmp(p->name, "c") == 0));
     if (open_sink(r, p, err) != 0)
         return -1;
     return p->sink || alloc_array(r, p, p->h.data_bytes, err) ? 0 : -1;
@@ -362,15 +374,27 @@ static int64_t feed_header(cr_bin_request *r, cr_bin_part *p, const char *data, 
     }
 }
 
-/* Element e of a Fortran-ordered rows x cols array goes to (e % rows, e / rows) in C order. */
+/* Element e of a Fortran-ordered array (its first index fastest) goes to its C-order place. */
+static uint64_t c_order_index(const cr_npy_header *h, uint64_t e)
+{
+    uint64_t at = 0, stride = 1;
+    int64_t idx[CR_NPY_MAX_DIMS];
+    for (int d = 0; d < h->ndim; d++) {
+        idx[d] = (int64_t)(e % (uint64_t)h->shape[d]);
+        e /= (uint64_t)h->shape[d];
+    }
+    for (int d = h->ndim - 1; d >= 0; d--) {
+        at += (uint64_t)idx[d] * stride;
+        stride *= (uint64_t)h->shape[d];
+    }
+    return at;
+}
+
 static void scatter_elements(cr_bin_part *p, const uint8_t *src, size_t n_elems, uint64_t e)
 {
     size_t es = cr_dtype_size(p->h.dtype);
-    uint64_t rows = (uint64_t)p->h.shape[0], cols = (uint64_t)p->h.shape[1];
-    for (size_t i = 0; i < n_elems; i++, e++) {
-        uint64_t at = (e % rows) * cols + e / rows;
-        memcpy((uint8_t *)p->data + at * es, src + i * es, es);
-    }
+    for (size_t i = 0; i < n_elems; i++, e++)
+        memcpy((uint8_t *)p->data + c_order_index(&p->h, e) * es, src + i * es, es);
 }
 
 static void scatter_copy(cr_bin_part *p, const uint8_t *src, size_t n)
@@ -494,14 +518,12 @@ static const cr_bin_part *required_part(cr_bin_request *r, const char *name, cr_
 }
 
 /* Output elements and bytes against the limits, as the JSON decoder checks them. */
-static int check_output(cr_bin_request *r, uint64_t rows, uint64_t cols, size_t es,
-                        const char *field, cr_error *err)
+static int check_output(cr_bin_request *r, uint64_t elems, size_t es, const char *field, cr_error *err)
 {
-    uint64_t elems, bytes, sum;
-    if (__builtin_mul_overflow(rows, cols, &elems) || elems > r->lim.max_elements)
-        return cr_fail(err, 413, "too_large", field, "the result would be %llu x %llu, over the "
-                       "limit of %llu elements", (unsigned long long)rows,
-                       (unsigned long long)cols, (unsigned long long)r->lim.max_elements);
+    uint64_t bytes, sum;
+    if (elems > r->lim.max_elements)
+        return cr_fail(err, 413, "too_large", field, "the result would have %llu elements, over the limit of %llu",
+                       (unsigned long long)elems, (unsigned long long)r->lim.max_elements);
     if (__builtin_mul_overflow(elems, (uint64_t)es, &bytes) ||
         __builtin_add_overflow(r->input_bytes, bytes, &sum) || sum > r->lim.max_total_bytes)
         return cr_fail(err, 413, "too_large", field,
@@ -510,8 +532,41 @@ static int check_output(cr_bin_request *r, uint64_t rows, uint64_t cols, size_t 
     return 0;
 }
 
-/* A Fortran-ordered (r, c) matrix is the C-ordered (c, r) bytes of its transpose: flip the
- * operand's transpose flag instead of moving any data. */
+/* The shape numpy.matmul sees: a 2-D part in Fortran order is the C-ordered transpose (the task's
+ * flag is flipped instead of moving data); a scattered one is in C order by now. */
+static cr_shape as_received(const cr_bin_part *p, bool *flip)
+{
+    cr_shape s = part_shape(p);
+    *flip = p->h.fortran_order && p->h.ndim == 2 && !p->scatter;
+    if (*flip) {
+        s.dims[0] = p->h.shape[1];
+        s.dims[1] = p->h.shape[0];
+    }
+    return s;
+}
+
+/* c broadcast within its matrices, expanded into whole ones in slot C (host memory only). */
+static int expand_c(cr_bin_request *r, const cr_bin_part *c, const cr_shape *c_full, cr_error *err)
+{
+    if (r->req.buf_on_device[BUF_C])
+        return cr_fail(err, 400, "invalid_field", "c", "c broadcasts within its matrices and was received to a device: "
+                       "send it whole (shape %lld x %lld)", (long long)r->req.task.u.gemm.m,
+                       (long long)r->req.task.u.gemm.n);
+    size_t es = cr_dtype_size(c->h.dtype), n = (size_t)c->h.count;
+    void *copy = malloc(n * es + 1);
+    if (!copy)
+        return cr_fail(err, 503, "host_memory", "c", "out of memory");
+    memcpy(copy, c->data, n * es);
+    cr_shape e = cr_expanded_c_shape(c_full, &r->req.task);
+    void *p = cr_request_alloc_from(&r->req, BUF_C, (size_t)cr_shape_count(&e) * es, false, r->alloc.alloc,
+                                    r->alloc.free, err);
+    if (p)
+        cr_expand_c(copy, c_full, &r->req.task, p, es);
+    free(copy);
+    r->req.task.u.gemm.c_in = p;
+    return p ? 0 : -1;
+}
+
 static int finish_gemm(cr_bin_request *r, cr_error *err)
 {
     const cr_bin_part *a, *b, *c;
@@ -520,33 +575,27 @@ static int finish_gemm(cr_bin_request *r, cr_error *err)
     if (!(a = required_part(r, "a", err)) || !(b = required_part(r, "b", err)))
         return -1;
     c = find_part(r, "c");
-    g->m = q->trans_a ? a->h.shape[1] : a->h.shape[0];
-    g->k = q->trans_a ? a->h.shape[0] : a->h.shape[1];
-    int64_t kb = q->trans_b ? b->h.shape[1] : b->h.shape[0];
-    g->n = q->trans_b ? b->h.shape[0] : b->h.shape[1];
-    if (kb != g->k)
-        return cr_fail(err, 422, "shape_mismatch", "b",
-                       "op(a) is %lld x %lld but op(b) is %lld x %lld: inner dimensions differ",
-                       (long long)g->m, (long long)g->k, (long long)kb, (long long)g->n);
-    if (c && (c->h.shape[0] != g->m || c->h.shape[1] != g->n))
-        return cr_fail(err, 422, "shape_mismatch", "c", "c is %lld x %lld but the result is %lld x %lld",
-                       (long long)c->h.shape[0], (long long)c->h.shape[1], (long long)g->m,
-                       (long long)g->n);
-    if (check_output(r, (uint64_t)g->m, (uint64_t)g->n, cr_dtype_size(a->h.dtype), "b", err))
+    bool fa, fb, fc, c_expand;
+    cr_shape sa = as_received(a, &fa), sb = as_received(b, &fb), sc = c ? as_received(c, &fc) : (cr_shape){0};
+    cr_shape c_full;
+    /* trans and Fortran order cancel on a 2-D operand: the task's flag says how its bytes lie */
+    if (cr_matmul_plan(&sa, &sb, c ? &sc : NULL, q->trans_a != fa, q->trans_b != fb, &r->req.task,
+                       &r->req.out_shape, &c_full, &c_expand, err))
+        return -1;
+    r->req.shaped = true;
+    if (check_output(r, cr_shape_count(&r->req.out_shape), cr_dtype_size(a->h.dtype), "b", err))
         return -1;
     r->req.task.dtype = a->h.dtype;
     if (q->tf32_asked && a->h.dtype != CR_DT_F32)
         return cr_fail(err, 400, "unsupported", "precision",
                        "precision tf32 needs float32 matrices, not %s", cr_dtype_name(a->h.dtype));
     r->req.task.precision = q->tf32_asked ? CR_PREC_TF32 : CR_PREC_DEFAULT;
-    g->trans_a = q->trans_a != a->h.fortran_order;
-    g->trans_b = q->trans_b != b->h.fortran_order;
     g->alpha = q->alpha;
     g->beta = q->beta;
     g->a = a->data;
     g->b = b->data;
     g->c_in = c ? c->data : NULL;
-    return 0;
+    return c && c_expand ? expand_c(r, c, &c_full, err) : 0;
 }
 
 static int finish_ata(cr_bin_request *r, cr_error *err)
@@ -555,12 +604,14 @@ static int finish_ata(cr_bin_request *r, cr_error *err)
     cr_ata_task *t = &r->req.task.u.ata;
     if (!a)
         return -1;
-    t->m = a->h.shape[0];
-    t->n = a->h.shape[1];
-    t->trans_a = a->h.fortran_order;
+    bool flip;
+    cr_shape s = as_received(a, &flip);
+    if (cr_ata_plan(&s, flip, &r->req.task, &r->req.out_shape, err))
+        return -1;
+    r->req.shaped = true;
     t->a = a->data;
     r->req.task.dtype = a->h.dtype;
-    return check_output(r, (uint64_t)t->n, (uint64_t)t->n, cr_dtype_size(a->h.dtype), "a", err);
+    return check_output(r, cr_shape_count(&r->req.out_shape), cr_dtype_size(a->h.dtype), "a", err);
 }
 
 /* numpy.histogram's defaults, except uint8: 256 bins, one per byte value (as the JSON form). */
@@ -577,7 +628,7 @@ static int finish_histogram(cr_bin_request *r, cr_error *err)
     h->data = d->data;
     h->count = (int64_t)d->h.count;
     h->bins = q->bins ? q->bins : dt == CR_DT_U8 ? 256 : 10;
-    if (check_output(r, 1, (uint64_t)h->bins, sizeof(uint64_t), "bins", err))
+    if (check_output(r, (uint64_t)h->bins, sizeof(uint64_t), "bins", err))
         return -1;
     if (!q->has_range && dt == CR_DT_U8) { /* the byte domain: bin i holds byte value i */
         h->lo = 0.0;

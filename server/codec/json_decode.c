@@ -14,6 +14,7 @@
 
 #include "kernels/hist_range.h"
 #include "server/codec/json_decode.h"
+#include "server/codec/json_array.h"
 #include "server/codec/json_matrix.h"
 #include "server/codec/json_shm.h"
 
@@ -260,44 +261,83 @@ static int add_bytes(uint64_t *total, uint64_t elements, size_t elem_size, const
     return 0;
 }
 
-static void *decode_matrix(cr_request *r, int slot, const cr_jmatrix *m, cr_dtype dt,
-                           cr_error *err)
-{
-    void *p = cr_request_alloc_buf(r, slot, (size_t)(m->rows * m->cols) * cr_dtype_size(dt), false, err);
-    if (!p || cr_jmatrix_fill(m, dt, p, err) != 0)
-        return NULL;
-    return p;
-}
-
-/* A matrix operand: JSON numbers, or a shape in a shared-memory region. */
+/* A matrix operand (or a stack of them, or a vector): JSON numbers in any array form, or a shape
+ * in a shared-memory region. */
 typedef struct {
     bool in_shm;
-    cr_jmatrix m;
+    cr_jarray j;
     cr_jshm_operand s;
-    int64_t rows, cols;
+    cr_shape shape;
 } operand;
 
 static int measure_operand(const cr_jfast *fast, const cJSON *node, const char *name, const cr_limits *lim,
-                           operand *o, cr_error *err)
+                           bool any_rank, operand *o, cr_error *err)
 {
     o->in_shm = cr_jshm_is_operand(node);
     if (o->in_shm) {
-        if (cr_jshm_measure(node, name, 2, lim, &o->s, err))
+        if (cr_jshm_measure(node, name, CR_JSHM_MATRIX, lim, &o->s, err))
             return -1;
-        o->rows = o->s.shape[0];
-        o->cols = o->s.shape[1];
-        return 0;
+        o->shape.rank = o->s.rank;
+        memcpy(o->shape.dims, o->s.shape, sizeof o->shape.dims[0] * (size_t)o->s.rank);
+    } else {
+        if (cr_jarray_measure(fast, node, name, lim, &o->j, err))
+            return -1;
+        o->shape = o->j.shape;
     }
-    if (cr_jmatrix_measure_in(fast, node, name, lim, &o->m, err))
-        return -1;
-    o->rows = o->m.rows;
-    o->cols = o->m.cols;
-    return 0;
+    /* c may be a scalar or a row that broadcasts; a and b are matrices, stacks or vectors */
+    return any_rank && o->shape.rank == 0 ? 0 : cr_shape_check(&o->shape, name, lim->max_stack, err);
 }
 
 static void *fill_operand(cr_request *r, int slot, const operand *o, cr_dtype dt, const char *name, cr_error *err)
 {
-    return o->in_shm ? cr_jshm_bind(r, slot, &o->s, dt, name, err) : decode_matrix(r, slot, &o->m, dt, err);
+    if (o->in_shm)
+        return cr_jshm_bind(r, slot, &o->s, dt, name, err);
+    void *p = cr_request_alloc_buf(r, slot, (size_t)cr_shape_count(&o->shape) * cr_dtype_size(dt), false, err);
+    if (!p || cr_jarray_fill(&o->j, dt, p, err) != 0)
+        return NULL;
+    return p;
+}
+
+/* c broadcast within its matrices (a row, a column, a scalar): its elements, then whole matrices
+ * made of them in slot C (the task takes whole matrices; numpy's broadcast rules, shape.h). */
+static void *fill_expanded_c(cr_request *r, const operand *o, const cr_shape *c_full, cr_dtype dt, cr_error *err)
+{
+    size_t es = cr_dtype_size(dt), n = (size_t)cr_shape_count(&o->shape);
+    void *own = fill_operand(r, CR_BUF_C, o, dt, "c", err);
+    void *copy = own ? malloc(n * es + 1) : NULL; /* slot C is about to be replaced */
+    if (own && !copy)
+        cr_fail(err, 503, "host_memory", "", "out of memory");
+    if (!copy)
+        return NULL;
+    memcpy(copy, own, n * es);
+    cr_shape e = cr_expanded_c_shape(c_full, &r->task);
+    void *p = cr_request_alloc_buf(r, CR_BUF_C, (size_t)cr_shape_count(&e) * es, false, err);
+    if (p)
+        cr_expand_c(copy, c_full, &r->task, p, es);
+    free(copy);
+    return p;
+}
+
+/* The result's elements (a stack's all) against the limits, and every array's bytes together. */
+static int check_sizes(const cr_request *r, const operand *const *ops, const char *const *names, int n,
+                       const cr_shape *expanded_c, const cr_limits *lim, cr_error *err)
+{
+    size_t es = cr_dtype_size(r->task.dtype);
+    uint64_t total = 0, out = cr_shape_count(&r->out_shape);
+    const char *last = names[0];
+    for (int i = 0; i < n; i++)
+        if (ops[i]) {
+            uint64_t count = i == 2 && expanded_c ? cr_shape_count(expanded_c) : cr_shape_count(&ops[i]->shape);
+            if (add_bytes(&total, count, es, lim, names[i], err))
+                return -1;
+            last = names[i];
+        }
+    char text[160];
+    cr_shape_format(&r->out_shape, text, sizeof text);
+    if (out > lim->max_elements)
+        return cr_fail(err, 413, "too_large", last, "the result would have shape %s, over the limit of %llu elements",
+                       text, (unsigned long long)lim->max_elements);
+    return add_bytes(&total, out, es, lim, last, err);
 }
 
 /* Without a top-level "dtype", the one the first operand in shared memory names (if it is one of
@@ -359,51 +399,35 @@ static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *
     cr_gemm_task *g = &r->task.u.gemm;
     operand oa, ob, oc;
     const cJSON *a, *b, *c;
+    bool trans_a, trans_b, c_expand;
     cr_dtype dflt = operand_dtype(root, operands, gemm_dtypes, 4, CR_DT_F32);
     if (check_fields(root, fields, err) || get_common(root, r, err) ||
         get_dtype(root, gemm_dtypes, 4, dflt, &r->task.dtype, err) ||
         get_precision(root, r->task.dtype, &r->task.precision, err) ||
         get_number(root, "alpha", 1.0, &g->alpha, err) ||
         get_number(root, "beta", 0.0, &g->beta, err) ||
-        get_bool(root, "trans_a", &g->trans_a, err) || get_bool(root, "trans_b", &g->trans_b, err))
+        get_bool(root, "trans_a", &trans_a, err) || get_bool(root, "trans_b", &trans_b, err))
         return -1;
     if (!(a = required(root, "a", err)) || !(b = required(root, "b", err)))
         return -1;
     c = cJSON_GetObjectItemCaseSensitive(root, "c");
-    if (measure_operand(fast, a, "a", lim, &oa, err) || measure_operand(fast, b, "b", lim, &ob, err) ||
-        (c && measure_operand(fast, c, "c", lim, &oc, err)))
+    cr_shape c_full;
+    if (measure_operand(fast, a, "a", lim, false, &oa, err) || measure_operand(fast, b, "b", lim, false, &ob, err) ||
+        (c && measure_operand(fast, c, "c", lim, true, &oc, err)) ||
+        cr_matmul_plan(&oa.shape, &ob.shape, c ? &oc.shape : NULL, trans_a, trans_b, &r->task, &r->out_shape,
+                       &c_full, &c_expand, err))
         return -1;
-
-    g->m = g->trans_a ? oa.cols : oa.rows;
-    g->k = g->trans_a ? oa.rows : oa.cols;
-    int64_t kb = g->trans_b ? ob.cols : ob.rows;
-    g->n = g->trans_b ? ob.rows : ob.cols;
-    if (kb != g->k)
-        return cr_fail(err, 422, "shape_mismatch", "b",
-                       "op(a) is %lld x %lld but op(b) is %lld x %lld: inner dimensions differ",
-                       (long long)g->m, (long long)g->k, (long long)kb, (long long)g->n);
-    if (c && (oc.rows != g->m || oc.cols != g->n))
-        return cr_fail(err, 422, "shape_mismatch", "c", "c is %lld x %lld but the result is %lld x %lld",
-                       (long long)oc.rows, (long long)oc.cols, (long long)g->m, (long long)g->n);
-
-    size_t es = cr_dtype_size(r->task.dtype);
-    uint64_t total = 0;
-    if (add_bytes(&total, (uint64_t)(oa.rows * oa.cols), es, lim, "a", err) ||
-        add_bytes(&total, (uint64_t)(ob.rows * ob.cols), es, lim, "b", err) ||
-        (c && add_bytes(&total, (uint64_t)(oc.rows * oc.cols), es, lim, "c", err)))
+    r->shaped = true;
+    const operand *ops[3] = {&oa, &ob, c ? &oc : NULL};
+    static const char *const names[3] = {"a", "b", "c"};
+    cr_shape expanded = c && c_expand ? cr_expanded_c_shape(&c_full, &r->task) : (cr_shape){0};
+    if (check_sizes(r, ops, names, 3, c && c_expand ? &expanded : NULL, lim, err))
         return -1;
-    uint64_t out_elems;
-    if (__builtin_mul_overflow((uint64_t)g->m, (uint64_t)g->n, &out_elems) ||
-        out_elems > lim->max_elements)
-        return cr_fail(err, 413, "too_large", "b", "the result would be %lld x %lld, over the "
-                       "limit of %llu elements", (long long)g->m, (long long)g->n,
-                       (unsigned long long)lim->max_elements);
-    if (add_bytes(&total, out_elems, es, lim, "b", err))
-        return -1;
-
     if (!(g->a = fill_operand(r, CR_BUF_A, &oa, r->task.dtype, "a", err)) ||
-        !(g->b = fill_operand(r, CR_BUF_B, &ob, r->task.dtype, "b", err)) ||
-        (c && !(g->c_in = fill_operand(r, CR_BUF_C, &oc, r->task.dtype, "c", err))))
+        !(g->b = fill_operand(r, CR_BUF_B, &ob, r->task.dtype, "b", err)))
+        return -1;
+    if (c && !(g->c_in = c_expand ? fill_expanded_c(r, &oc, &c_full, r->task.dtype, err)
+                                  : fill_operand(r, CR_BUF_C, &oc, r->task.dtype, "c", err)))
         return -1;
     return 0;
 }
@@ -420,19 +444,13 @@ static int decode_ata(const cJSON *root, const cr_limits *lim, const cr_jfast *f
     if (check_fields(root, fields, err) || get_common(root, r, err) ||
         get_dtype(root, matrix_dtypes, 2, dflt, &r->task.dtype, err))
         return -1;
-    if (!(a = required(root, "a", err)) || measure_operand(fast, a, "a", lim, &oa, err))
+    if (!(a = required(root, "a", err)) || measure_operand(fast, a, "a", lim, false, &oa, err) ||
+        cr_ata_plan(&oa.shape, false, &r->task, &r->out_shape, err))
         return -1;
-    t->m = oa.rows;
-    t->n = oa.cols;
-    size_t es = cr_dtype_size(r->task.dtype);
-    uint64_t total = 0, out_elems;
-    if (__builtin_mul_overflow((uint64_t)t->n, (uint64_t)t->n, &out_elems) ||
-        out_elems > lim->max_elements)
-        return cr_fail(err, 413, "too_large", "a", "the result would be %lld x %lld, over the "
-                       "limit of %llu elements", (long long)t->n, (long long)t->n,
-                       (unsigned long long)lim->max_elements);
-    if (add_bytes(&total, (uint64_t)(oa.rows * oa.cols), es, lim, "a", err) ||
-        add_bytes(&total, out_elems, es, lim, "a", err))
+    r->shaped = true;
+    const operand *ops[1] = {&oa};
+    static const char *const names[1] = {"a"};
+    if (check_sizes(r, ops, names, 1, NULL, lim, err))
         return -1;
     if (!(t->a = fill_operand(r, CR_BUF_A, &oa, r->task.dtype, "a", err)))
         return -1;

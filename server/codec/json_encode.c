@@ -11,14 +11,33 @@
 
 /* ---- pieces ---------------------------------------------------------------------------- */
 
-static void jb_matrix(cr_jbuf *b, int64_t rows, int64_t cols, const void *data, cr_dtype dt)
+static void jb_dims(cr_jbuf *b, const cr_shape *s)
 {
-    cr_jbuf_lit(b, "{\"rows\":");
-    cr_jbuf_u64(b, (uint64_t)rows);
-    cr_jbuf_lit(b, ",\"cols\":");
-    cr_jbuf_u64(b, (uint64_t)cols);
+    cr_jbuf_put(b, "[", 1);
+    for (int d = 0; d < s->rank; d++) {
+        if (d)
+            cr_jbuf_put(b, ",", 1);
+        cr_jbuf_u64(b, (uint64_t)s->dims[d]);
+    }
+    cr_jbuf_put(b, "]", 1);
+}
+
+/* A matrix as {"rows", "cols", "shape", "data"}; any other rank (a stack, a vector, a scalar) as
+ * {"shape", "data"}: the request's own forms, the data flat in C order. */
+static void jb_array(cr_jbuf *b, const cr_shape *s, const void *data, cr_dtype dt)
+{
+    cr_jbuf_put(b, "{", 1);
+    if (s->rank == 2) {
+        cr_jbuf_lit(b, "\"rows\":");
+        cr_jbuf_u64(b, (uint64_t)s->dims[0]);
+        cr_jbuf_lit(b, ",\"cols\":");
+        cr_jbuf_u64(b, (uint64_t)s->dims[1]);
+        cr_jbuf_put(b, ",", 1);
+    }
+    cr_jbuf_lit(b, "\"shape\":");
+    jb_dims(b, s);
     cr_jbuf_lit(b, ",\"data\":");
-    cr_jbuf_numbers(b, data, (uint64_t)rows * (uint64_t)cols, dt);
+    cr_jbuf_numbers(b, data, cr_shape_count(s), dt);
     cr_jbuf_put(b, "}", 1);
 }
 
@@ -42,7 +61,7 @@ static void jb_edges(cr_jbuf *b, const cr_hist_task *h, cr_dtype dt)
 
 /* A result written to shared memory, in the form an operand takes (json_shm.h): where, what
  * shape, what type; fed back as an operand it reads the same bytes. */
-static void jb_shm_result(cr_jbuf *b, const cr_request *r, const int64_t *shape, int rank, cr_dtype dt)
+static void jb_shm_result(cr_jbuf *b, const cr_request *r, const cr_shape *shape, cr_dtype dt)
 {
     cr_jbuf_lit(b, "{\"shm\":{\"region\":");
     cr_jbuf_string(b, r->result_shm.region);
@@ -50,13 +69,9 @@ static void jb_shm_result(cr_jbuf *b, const cr_request *r, const int64_t *shape,
     cr_jbuf_u64(b, r->result_shm.offset);
     cr_jbuf_lit(b, ",\"byte_size\":");
     cr_jbuf_u64(b, r->result_shm.bytes);
-    cr_jbuf_lit(b, "},\"shape\":[");
-    for (int d = 0; d < rank; d++) {
-        if (d)
-            cr_jbuf_put(b, ",", 1);
-        cr_jbuf_u64(b, (uint64_t)shape[d]);
-    }
-    cr_jbuf_lit(b, "],\"dtype\":");
+    cr_jbuf_lit(b, "},\"shape\":");
+    jb_dims(b, shape);
+    cr_jbuf_lit(b, ",\"dtype\":");
     cr_jbuf_string(b, cr_dtype_name(dt));
     cr_jbuf_put(b, "}", 1);
 }
@@ -65,8 +80,8 @@ static void jb_counts(cr_jbuf *b, const cr_request *r)
 {
     const cr_hist_task *h = &r->task.u.hist;
     if (r->result_shm.on) {
-        int64_t bins = h->bins;
-        jb_shm_result(b, r, &bins, 1, CR_DT_U64);
+        cr_shape bins = {.rank = 1, .dims = {h->bins}};
+        jb_shm_result(b, r, &bins, CR_DT_U64);
         return;
     }
     cr_jbuf_put(b, "[", 1);
@@ -95,23 +110,13 @@ static void jb_histogram(cr_jbuf *b, const cr_request *r)
 static void jb_result(cr_jbuf *b, const cr_request *r)
 {
     const cr_task *t = &r->task;
-    if (r->result_shm.on && t->op != CR_OP_HISTOGRAM) {
-        int64_t shape[2] = {t->op == CR_OP_GEMM ? t->u.gemm.m : t->u.ata.n,
-                            t->op == CR_OP_GEMM ? t->u.gemm.n : t->u.ata.n};
-        jb_shm_result(b, r, shape, 2, t->dtype);
-        return;
-    }
-    switch (t->op) {
-    case CR_OP_GEMM:
-        jb_matrix(b, t->u.gemm.m, t->u.gemm.n, t->u.gemm.c_out, t->dtype);
-        break;
-    case CR_OP_ATA:
-        jb_matrix(b, t->u.ata.n, t->u.ata.n, t->u.ata.c_out, t->dtype);
-        break;
-    default:
+    cr_shape shape = cr_request_result_shape(r);
+    if (t->op == CR_OP_HISTOGRAM)
         jb_histogram(b, r);
-        break;
-    }
+    else if (r->result_shm.on)
+        jb_shm_result(b, r, &shape, t->dtype);
+    else
+        jb_array(b, &shape, cr_task_output(t), t->dtype);
 }
 
 /* Milliseconds to the nanosecond: full double precision would only add noise digits. */

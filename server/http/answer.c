@@ -48,24 +48,6 @@ static void free_body(void *cls)
     free(b);
 }
 
-/* The result's shape: (m, n), (n, n) or (bins,). */
-static int result_shape(const cr_task *t, int64_t shape[2], cr_dtype *dt)
-{
-    *dt = t->dtype;
-    switch (t->op) {
-    case CR_OP_GEMM:
-        shape[0] = t->u.gemm.m;
-        shape[1] = t->u.gemm.n;
-        return 2;
-    case CR_OP_ATA:
-        shape[0] = shape[1] = t->u.ata.n;
-        return 2;
-    default:
-        shape[0] = t->u.hist.bins;
-        *dt = CR_DT_U64;
-        return 1;
-    }
-}
 
 static void add_number(struct MHD_Response *r, const char *name, double v)
 {
@@ -213,13 +195,12 @@ static struct MHD_Response *streamed_response(cr_conn *c, npy_body *b, const cr_
 
 static enum MHD_Result send_npy(cr_conn *c, cr_job *j)
 {
-    int64_t shape[2];
-    cr_dtype dt;
-    int ndim = result_shape(&j->req.task, shape, &dt);
+    cr_shape shape = cr_request_result_shape(&j->req); /* a stack's whole shape */
+    cr_dtype dt = j->req.task.op == CR_OP_HISTOGRAM ? CR_DT_U64 : j->req.task.dtype;
     npy_body *b = calloc(1, sizeof *b);
     if (!b)
         return MHD_NO;
-    b->header_len = cr_npy_write_header(b->header, sizeof b->header, dt, ndim, shape);
+    b->header_len = cr_npy_write_header(b->header, sizeof b->header, dt, shape.rank, shape.dims);
     b->data = cr_task_output(&j->req.task);
     b->data_len = cr_task_output_bytes(&j->req.task);
     if (!b->header_len || (!b->data && b->data_len)) {

@@ -117,7 +117,7 @@ static cr_limits limits_of(const cr_config *cfg)
 {
     return (cr_limits){.max_elements = (uint64_t)cfg->max_elements,
                        .max_total_bytes = (uint64_t)cfg->max_body_mb << 20,
-                       .max_bins = cfg->max_bins};
+                       .max_bins = cfg->max_bins, .max_stack = cfg->max_stack};
 }
 
 cr_host_allocator cr_upload_allocator(const cr_conn *c)
