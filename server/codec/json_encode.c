@@ -241,6 +241,14 @@ char *cr_json_job_result(const cr_job *j, const char *backend, size_t *len)
     jb_timings(&b, &j->ms);
     cr_jbuf_key(&b, "batch", false);
     cr_jbuf_u64(&b, (uint64_t)(j->batch > 0 ? j->batch : 1));
+    if (t->stack.rank > 0) { /* a stack is its own batch: its shape and how many products it made */
+        cr_shape dims = {.rank = t->stack.rank};
+        memcpy(dims.dims, t->stack.dims, sizeof dims.dims[0] * (size_t)dims.rank);
+        cr_jbuf_key(&b, "stack", false);
+        jb_dims(&b, &dims);
+        cr_jbuf_key(&b, "matrices", false);
+        cr_jbuf_u64(&b, (uint64_t)t->stack.count);
+    }
     cr_jbuf_key(&b, rate_name(t->op), false);
     cr_jbuf_f64(&b, job_rate(t, j->ms.kernel));
     if (j->compare && j->n_compare > 0) {

@@ -32,7 +32,7 @@ void cr_engine_finish(cr_engine *e, cr_job *j, cr_job_state state)
     j->finished_at = cr_now();
     j->ms.total = (j->finished_at - j->enqueued_at) * 1e3;
     if (state == CR_JOB_DONE)
-        cr_metrics_job(j->req.task.op, &j->ms, cr_task_flops(&j->req.task));
+        cr_metrics_job(j->req.task.op, &j->ms, cr_task_flops(&j->req.task), cr_task_matrices(&j->req.task));
     atomic_store(&j->state, state);
     if (j->on_done)
         j->on_done(j);

@@ -91,6 +91,10 @@ static void add_headers(cr_conn *c, struct MHD_Response *r, const cr_job *j)
     char batch[16];
     snprintf(batch, sizeof batch, "%d", j->batch > 0 ? j->batch : 1);
     MHD_add_response_header(r, "X-Crunchd-Batch", batch);
+    if (t->stack.rank > 0) { /* the .npy's shape says the rest */
+        snprintf(batch, sizeof batch, "%lld", (long long)t->stack.count);
+        MHD_add_response_header(r, "X-Crunchd-Matrices", batch);
+    }
     MHD_add_response_header(r, "X-Crunchd-Dtype", cr_dtype_name(t->dtype));
     double work = t->op == CR_OP_HISTOGRAM ? cr_task_bytes(t) : cr_task_flops(t);
     double rate = ms->kernel > 0 ? work / (ms->kernel * 1e-3) / 1e9 : 0.0;

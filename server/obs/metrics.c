@@ -52,6 +52,7 @@ static struct {
     pthread_mutex_t mu; /* guards durations and flops */
     histogram durations[CR_OP_COUNT][N_PHASES];
     double flops[CR_OP_COUNT];
+    uint64_t jobs[CR_OP_COUNT], matrices[CR_OP_COUNT];
 } m = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void cr_metrics_reset(void)
@@ -73,6 +74,8 @@ void cr_metrics_reset(void)
     }
     memset(m.durations, 0, sizeof m.durations);
     memset(m.flops, 0, sizeof m.flops);
+    memset(m.jobs, 0, sizeof m.jobs);
+    memset(m.matrices, 0, sizeof m.matrices);
     memset(m.req_durations, 0, sizeof m.req_durations);
     m.n_req_durations = 0;
     pthread_mutex_unlock(&m.mu);
@@ -139,7 +142,7 @@ static void observe(histogram *h, double seconds)
     h->count++;
 }
 
-void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops)
+void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops, int64_t matrices)
 {
     if ((unsigned)op >= CR_OP_COUNT)
         return;
@@ -148,6 +151,8 @@ void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops)
     for (int p = 0; p < N_PHASES; p++)
         observe(&m.durations[op][p], phases[p] / 1e3);
     m.flops[op] += flops;
+    m.jobs[op]++;
+    m.matrices[op] += (uint64_t)(matrices > 0 ? matrices : 1);
     pthread_mutex_unlock(&m.mu);
 }
 
@@ -258,6 +263,15 @@ static void render_durations(text *t)
            "# TYPE crunchd_flops_total counter\n");
     for (int op = 0; op < CR_OP_COUNT; op++)
         put(t, "crunchd_flops_total{op=\"%s\"} %.17g\n", cr_op_name((cr_op)op), m.flops[op]);
+    put(t, "# HELP crunchd_jobs_done_total Jobs finished done, by op.\n"
+           "# TYPE crunchd_jobs_done_total counter\n");
+    for (int op = 0; op < CR_OP_COUNT; op++)
+        put(t, "crunchd_jobs_done_total{op=\"%s\"} %llu\n", cr_op_name((cr_op)op), (unsigned long long)m.jobs[op]);
+    put(t, "# HELP crunchd_matrices_total Products computed by finished jobs (a stack counts each of its matrices; "
+           "a histogram counts 1).\n"
+           "# TYPE crunchd_matrices_total counter\n");
+    for (int op = 0; op < CR_OP_COUNT; op++)
+        put(t, "crunchd_matrices_total{op=\"%s\"} %llu\n", cr_op_name((cr_op)op), (unsigned long long)m.matrices[op]);
 }
 
 static void put_device(text *t, const char *metric, const char *name)

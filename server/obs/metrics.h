@@ -43,7 +43,8 @@ typedef struct {
 void cr_metrics_reset(void);
 /* One answered request: its route, status and seconds from its first byte to its last. */
 void cr_metrics_request(cr_route_label route, int http_status, double seconds);
-void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops);
+/* A job finished done: its phases, its flops and the products it computed (a stack's count). */
+void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops, int64_t matrices);
 void cr_metrics_bytes_in(uint64_t n);
 /* Connections shut down for sending their request too slowly (server/http/read_deadline.h). */
 void cr_metrics_slow_closed(uint64_t n);

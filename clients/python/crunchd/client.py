@@ -85,7 +85,8 @@ class Retry:
 class Result:
     """A finished job's answer, the same whichever transport carried it.
 
-    result: the numpy array (gemm: m×n, ata: n×n, in the job's dtype; histogram: the counts,
+    result: the numpy array (gemm: numpy.matmul's shape, m×n for two matrices, a stack's
+    [..., m, n]; ata: n×n or [..., n, n]; in the job's dtype; histogram: the counts,
     uint64); id: the job id; op; kernel: the kernel that ran (compare mode: the reference's);
     backend, device, dtype; timings: {phase: ms} (receive, queue, h2d, kernel, d2h, total: the
     JSON answer's timings_ms, or Server-Timing for .npy answers); batch: jobs in the launch it
@@ -191,9 +192,8 @@ class _Call:
         for name, a in self.json_arrays.items():
             if self.op == "histogram":
                 body[name] = a.ravel().tolist()
-            else:
-                body[name] = {"rows": int(a.shape[0]), "cols": int(a.shape[1]),
-                              "data": a.ravel().tolist()}
+            else:  # any rank: {"shape", "data"} in C order (a 2-D matrix, a stack, a vector)
+                body[name] = {"shape": [int(d) for d in a.shape], "data": a.ravel().tolist()}
         body["dtype"] = self.json_dtype
         for k, v in self.fields.items():
             if v is not None:
@@ -240,13 +240,31 @@ def _matrix_dtype(dtype, *arrays, half=False):
     return np.dtype(np.float32)
 
 
-def _matrix(x, name):
+_MAX_RANK = 8
+
+
+def _matrix(x, name, min_rank=1):
+    """An operand as numpy.matmul takes it: a matrix, a stack of matrices (3 to 8 dimensions: the
+    leading ones broadcast), or (GEMM) a vector."""
     a = np.asarray(x)
-    if a.ndim != 2:
-        raise ValueError(f"{name} must be a matrix (2-D), got shape {a.shape}")
+    if not min_rank <= a.ndim <= _MAX_RANK:
+        raise ValueError(f"{name} must have {min_rank} to {_MAX_RANK} dimensions, got shape {a.shape}")
     if a.dtype.kind not in "uif" and a.dtype != _bfloat16():
         raise TypeError(f"{name} must hold real numbers, not {a.dtype}")
     return a
+
+
+def _matmul_shape(sa, sb, trans_a, trans_b):
+    """The result's shape as numpy.matmul gives it (for the answer's size; the daemon decides)."""
+    a = (1,) + tuple(sa) if len(sa) == 1 else tuple(sa)
+    b = tuple(sb) + (1,) if len(sb) == 1 else tuple(sb)
+    m = a[-1] if trans_a else a[-2]
+    n = b[-2] if trans_b else b[-1]
+    try:
+        batch = np.broadcast_shapes(a[:-2], b[:-2])
+    except ValueError:
+        batch = a[:-2]  # the daemon says why (422)
+    return tuple(batch) + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
 
 
 def _edges_dtype(dtype):
@@ -377,7 +395,11 @@ class Client:
     # -- operations -------------------------------------------------------------------------
     def gemm(self, a, b, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
              kernel="auto", precision=None, dtype=None, timeout_ms=None, transport=None):
-        """C = alpha·op(A)·op(B) + beta·C; returns a Result (result: the m×n matrix).
+        """C = alpha·op(A)·op(B) + beta·C with numpy.matmul's rules; returns a Result (result: the
+        m×n matrix, or [..., m, n] for stacks). a and b may be matrices, stacks of matrices (up
+        to 8 dimensions: the leading ones broadcast, one request and one launch for the whole
+        stack) or vectors (promoted as numpy does, the added dimension removed); c broadcasts to
+        the result; trans_a/trans_b act on the last two dimensions.
 
         dtype: float32, float64, float16 or bfloat16 (ml_dtypes' arrays, when it is installed);
         by default float64 when any operand is float64, float16 or bfloat16 when all operands
@@ -389,7 +411,8 @@ class Client:
                                              precision, dtype, timeout_ms), transport)
 
     def ata(self, a, kernel="auto", dtype=None, timeout_ms=None, transport=None):
-        """AᵀA of an m×n matrix; returns a Result (result: n×n, symmetric)."""
+        """AᵀA of an m×n matrix, or of each matrix of a stack [..., m, n]; returns a Result
+        (result: n×n, symmetric; [..., n, n] for a stack)."""
         return self._sync(self._prepare_ata(a, kernel, dtype, timeout_ms), transport)
 
     def histogram(self, data, bins=None, range=None, kernel="auto", timeout_ms=None,
@@ -468,25 +491,24 @@ class Client:
     def _prepare_gemm(a, b, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
                       kernel="auto", precision=None, dtype=None, timeout_ms=None):
         a, b = _matrix(a, "a"), _matrix(b, "b")
-        c = None if c is None else _matrix(c, "c")
+        c = None if c is None else _matrix(c, "c", min_rank=0)
         dt = _matrix_dtype(dtype, a, b, c, half=True)
         given = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
-        m = a.shape[1] if trans_a else a.shape[0]
-        n = b.shape[0] if trans_b else b.shape[1]
+        out = _matmul_shape(a.shape, b.shape, trans_a, trans_b)
         fields = {"kernel": kernel, "alpha": float(alpha), "beta": float(beta),
                   "trans_a": bool(trans_a), "trans_b": bool(trans_b), "precision": precision,
                   "timeout_ms": None if timeout_ms is None else int(timeout_ms)}
         if dt.name == "bfloat16":
             fields["dtype"] = "bfloat16"
-        return _Call("gemm", given, fields, dt.name, m * n * dt.itemsize, True)
+        return _Call("gemm", given, fields, dt.name, int(np.prod(out)) * dt.itemsize, True)
 
     @staticmethod
     def _prepare_ata(a, kernel="auto", dtype=None, timeout_ms=None):
-        a = _matrix(a, "a")
+        a = _matrix(a, "a", min_rank=2)
         dt = _matrix_dtype(dtype, a)
         fields = {"kernel": kernel, "timeout_ms": None if timeout_ms is None else int(timeout_ms)}
-        n = a.shape[1]
-        return _Call("ata", {"a": a}, fields, dt.name, n * n * dt.itemsize, True)
+        n = a.shape[-1]
+        return _Call("ata", {"a": a}, fields, dt.name, int(np.prod(a.shape[:-2])) * n * n * dt.itemsize, True)
 
     @staticmethod
     def _prepare_histogram(data, bins=None, range=None, kernel="auto", timeout_ms=None):
@@ -652,7 +674,8 @@ class Client:
             return HistogramResult(op, counts, edges, meta, "json", r.headers, body)
         if body["dtype"] == "bfloat16":
             _bfloat16()  # registers the name with numpy
-        out = np.asarray(res["data"], dtype=body["dtype"]).reshape(res["rows"], res["cols"])
+        shape = res["shape"] if "shape" in res else (res["rows"], res["cols"])
+        out = np.asarray(res["data"], dtype=body["dtype"]).reshape(shape)
         return Result(op, out, meta, "json", r.headers, body)
 
     @staticmethod
