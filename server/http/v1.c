@@ -11,6 +11,7 @@
 #include "server/clock.h"
 #include "server/codec/json_decode.h"
 #include "server/codec/json_encode.h"
+#include "server/engine/owned.h"
 #include "server/http/answer.h"
 #include "server/http/respond.h"
 #include "server/http/submit.h"
@@ -215,7 +216,9 @@ static int json_request(cr_conn *c, cr_op op, cr_request *req, cr_error *err)
     cr_limits lim = cr_request_limits(c->h->deps.cfg);
     if (refuse_query_on_json(c, err) < 0 || cr_request_decode_charge(c->len, err) < 0)
         return -1;
-    int rc = cr_request_from_json(op, c->body ? c->body : "", c->len, &lim, req, err);
+    char owner[CR_OWNER_MAX];
+    cr_peer_client(&c->peer, c->authenticated, owner, sizeof owner);
+    int rc = cr_request_from_json_as(op, c->body ? c->body : "", c->len, &lim, owner, req, err);
     cr_request_decode_release(c->len);
     return rc;
 }
