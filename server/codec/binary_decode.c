@@ -774,6 +774,20 @@ static int finish_histogram(cr_bin_request *r, cr_error *err)
                         : cr_fail(err, 400, "invalid_field", "data", "no default range: %s", why);
 }
 
+int cr_bin_finish_array(cr_bin_request *r, cr_request *out, cr_shape *shape, cr_dtype *dt, cr_error *err)
+{
+    const cr_bin_part *p = r->n_parts ? &r->parts[0] : NULL;
+    if (!p)
+        return cr_fail(err, 400, "missing_field", "body", "the body holds no array");
+    if (check_complete(p, err))
+        return -1;
+    *shape = part_shape(p); /* C order: a Fortran-ordered array was scattered into it */
+    *dt = p->h.dtype;
+    *out = r->req;
+    memset(&r->req, 0, sizeof r->req);
+    return 0;
+}
+
 int cr_bin_finish(cr_bin_request *r, cr_request *out, cr_error *err)
 {
     for (int i = 0; i < r->n_parts; i++)
