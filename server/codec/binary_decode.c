@@ -106,6 +106,14 @@ void cr_bin_free(cr_bin_request *r)
 
 const char *cr_bin_body_part_name(cr_op op) { return op == CR_OP_HISTOGRAM ? "data" : "a"; }
 
+static int slot_of(cr_op op, const char *name);
+
+bool cr_bin_names_tensor(const cr_bin_request *r, const char *name)
+{
+    int slot = slot_of(r->params.op, name);
+    return slot >= 0 && r->tensor[slot];
+}
+
 /* ---- parts ---------------------------------------------------------------------------------- */
 
 static int slot_of(cr_op op, const char *name)

@@ -34,6 +34,8 @@ void cr_bin_free(cr_bin_request *r);
 
 /* The body's single part: "a" for ata, "data" for histogram. */
 const char *cr_bin_body_part_name(cr_op op);
+/* Whether the query names a resident tensor for part `name` (?tensor_a=...). */
+bool cr_bin_names_tensor(const cr_bin_request *r, const char *name);
 
 /* Starts the part `name` ("a", "b", "c", "data"); unknown or repeated names are refused. */
 cr_bin_part *cr_bin_start(cr_bin_request *r, const char *name, cr_error *err);

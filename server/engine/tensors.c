@@ -285,6 +285,16 @@ cr_tensor *cr_tensor_acquire(const char *owner, const char *ref, const char *fie
     return t;
 }
 
+int cr_tensor_describe(const char *owner, const char *ref, const char *field, cr_tensor_info *out, cr_error *err)
+{
+    pthread_mutex_lock(&tensors.mu);
+    cr_tensor *t = find_locked(owner, ref);
+    if (t)
+        cr_tensor_info_of(t, out);
+    pthread_mutex_unlock(&tensors.mu);
+    return t ? 0 : (not_found(ref, field, err), -1);
+}
+
 void cr_tensor_release(void *t)
 {
     cr_tensor *x = t;

@@ -76,6 +76,8 @@ void cr_tensor_discard(cr_tensor *t);
 /* owner's tensor named ref (its id or its name), held until cr_tensor_release; NULL with a 404
  * (also for another owner's: an id tells nobody else anything). */
 cr_tensor *cr_tensor_acquire(const char *owner, const char *ref, const char *field, cr_error *err);
+/* The metadata of one, for GET /v1/tensors/{ref}: a look, not a use (its idle clock runs on). */
+int cr_tensor_describe(const char *owner, const char *ref, const char *field, cr_tensor_info *out, cr_error *err);
 void cr_tensor_release(void *t); /* a cr_tensor *: a request slot's hold_release */
 
 /* Removes owner's tensor ref at once (jobs holding it keep it until they end); *info what it was.

@@ -334,17 +334,17 @@ enum MHD_Result cr_route_tensor_get(cr_conn *c)
     cr_error err;
     owner_of(c, owner, sizeof owner);
     path_ref(c, ref, sizeof ref);
-    cr_tensor *t = cr_tensor_acquire(owner, ref, "id", &err);
-    if (!t)
-        return cr_send_error(c, &err);
-    if (wants_npy(c))
-        return send_npy(c, t);
     const char *data = cr_query_value(c, "data");
-    if (data && (strcmp(data, "1") == 0 || strcmp(data, "true") == 0))
-        return send_json_data(c, t);
+    bool json_data = data && (strcmp(data, "1") == 0 || strcmp(data, "true") == 0);
+    if (wants_npy(c) || json_data) {
+        cr_tensor *t = cr_tensor_acquire(owner, ref, "id", &err);
+        if (!t)
+            return cr_send_error(c, &err);
+        return json_data && !wants_npy(c) ? send_json_data(c, t) : send_npy(c, t);
+    }
     cr_tensor_info i;
-    cr_tensor_info_of(t, &i);
-    cr_tensor_release(t);
+    if (cr_tensor_describe(owner, ref, "id", &i, &err) < 0)
+        return cr_send_error(c, &err);
     size_t len = 0;
     char *body = info_json(&i, &len);
     return cr_send(c, 200, "application/json", body, len);

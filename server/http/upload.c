@@ -420,6 +420,9 @@ static int begin_body(cr_conn *c, cr_upload *u, const cr_params *p, const cr_lim
         return u->buffered = true, 0;
     if (u->kind == UP_RAW)
         return (u->part = cr_bin_start_raw(u->bin, declared, err)) ? 0 : -1;
+    /* ?tensor_a= with an empty body: the query names every operand there is. */
+    if (u->kind == UP_NPY && cl && !declared && cr_bin_names_tensor(u->bin, cr_bin_body_part_name(p->op)))
+        return 0;
     if (u->kind == UP_NPY)
         return (u->part = cr_bin_start(u->bin, cr_bin_body_part_name(p->op), err)) ? 0 : -1;
     if (c->direct)
