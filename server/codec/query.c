@@ -236,6 +236,12 @@ static int set_output_name(cr_params *p, const char *name, const char *v, const 
     return set_ref(p->output_name, sizeof p->output_name, name, v, err);
 }
 
+static int set_output_into(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    return set_ref(p->output_into, sizeof p->output_into, name, v, err);
+}
+
 static int set_name(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
 {
     (void)lim;
@@ -305,10 +311,12 @@ static const struct {
     {"tensor_data", OPS_HIST, set_tensor_a},
     {"output", OPS_ALL, set_output},
     {"output_name", OPS_ALL, set_output_name},
+    {"output_into", OPS_ALL, set_output_into},
     {"name", OPS_TENSOR, set_name},
     {"shape", OPS_TENSOR, set_shape},
 };
 #define N_PARAMS (sizeof params / sizeof params[0])
+_Static_assert(sizeof params / sizeof params[0] <= 32, "cr_params.seen holds one bit per parameter");
 
 void cr_params_init(cr_params *p, cr_op route_op)
 {
@@ -366,6 +374,9 @@ int cr_params_finish(cr_params *p, cr_error *err)
                        "op is required on /v1/jobs for a binary body: ?op=gemm|ata|histogram");
     if (p->output_name[0] && !p->output_tensor)
         return cr_fail(err, 400, "invalid_parameter", "output_name", "output_name names a kept result: give output=tensor");
+    if (p->output_into[0] && p->output_tensor)
+        return cr_fail(err, 400, "invalid_parameter", "output_into", "output=tensor keeps a new tensor, output_into "
+                       "writes into an existing one: one of the two");
     if (was_seen(p, "dtype") && p->op != CR_OP_GEMM)
         return cr_fail(err, 400, "invalid_parameter", "dtype",
                        "dtype is not a parameter of %s requests: it is the .npy header's "

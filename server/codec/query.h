@@ -34,6 +34,7 @@ typedef struct {
     char tensor[3][129];      /* by slot: a (data), b, c */
     bool output_tensor;
     char output_name[129];
+    char output_into[129]; /* output_into=REF: the result written into that existing tensor */
     /* POST /v1/tensors (tensor_upload): the new tensor's name, and a raw body's shape and dtype */
     bool tensor_upload;
     char name[129];

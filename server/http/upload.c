@@ -27,6 +27,7 @@ struct cr_upload {
     char owner[CR_OWNER_MAX];/* who asks: the resident tensors it names or keeps are theirs */
     bool keep;               /* ?output=tensor: the result kept as a tensor (named keep_name) */
     char keep_name[129];
+    char into[129];          /* ?output_into=: the result written into this existing tensor */
     struct MHD_PostProcessor *pp;
     cr_bin_part *part;       /* the part being received */
     char part_name[16];
@@ -413,6 +414,7 @@ static int begin_body(cr_conn *c, cr_upload *u, const cr_params *p, const cr_lim
     cr_peer_client(&c->peer, c->authenticated, u->owner, sizeof u->owner);
     u->keep = p->output_tensor;
     snprintf(u->keep_name, sizeof u->keep_name, "%s", p->output_name);
+    snprintf(u->into, sizeof u->into, "%s", p->output_into);
     if (cr_bin_tensors(u->bin, u->owner, err) < 0)
         return -1;
     /* The array is sized before the first byte lands; a coded body's size is known at its end. */
@@ -553,7 +555,8 @@ int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err)
     }
     cr_metrics_device_stream(false, cr_bin_device_bytes(u->bin));
     int rc = cr_bin_finish(u->bin, out, err);
-    if (rc == 0 && u->keep && cr_request_keep_result(out, u->owner, u->keep_name, err) < 0) {
+    if (rc == 0 && ((u->keep && cr_request_keep_result(out, u->owner, u->keep_name, err) < 0) ||
+                    (u->into[0] && cr_request_result_into(out, u->owner, u->into, err) < 0))) {
         cr_request_free(out);
         rc = -1;
     }
