@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
-"""The obvious alternative to crunchd: an aiohttp + NumPy server for the same routes.
+"""The obvious alternative to crunchd: an aiohttp server for the same routes, computing with NumPy
+on the CPU or, where a GPU and PyTorch are there, with PyTorch on the GPU.
 
     python3 bench/alt_server.py --port 8081              # one process: what a user writes first
     python3 bench/alt_server.py --port 8081 --workers 16 # one process per core (SO_REUSEPORT)
+    python3 bench/alt_server.py --port 8081 --workers 16 --compute torch   # PyTorch on cuda:0
+
+With --compute torch each request's arrays go to the GPU as torch tensors (torch.from_numpy(..)
+.cuda()), are multiplied there (a @ b, a.T @ a; torch.bincount / torch.histc for histograms) and
+come back with .cpu().numpy(): the program a PyTorch user writes. Each worker process makes its own
+CUDA context after the fork.
 
 What `make bench-load` compares crunchd with. It is written the way a NumPy user would write it,
 not tuned: stdlib json in and out (`request.json()`, `json_response`), `ndarray.tolist()` for the
@@ -56,6 +63,53 @@ def load_npy(data):
     return np.load(io.BytesIO(data), allow_pickle=False)
 
 
+class Numpy:
+    name = "numpy"
+
+    @staticmethod
+    def gemm(a, b):
+        return a @ b
+
+    @staticmethod
+    def ata(a):
+        return a.T @ a
+
+    @staticmethod
+    def histogram(data, bins, rng):
+        return np.histogram(data, bins, rng)
+
+
+class Torch:
+    """PyTorch on the first GPU, imported in the worker (CUDA must not be touched before the fork)."""
+    name = "torch"
+
+    def __init__(self):
+        import torch
+        if not torch.cuda.is_available():
+            raise SystemExit("alt_server: --compute torch needs a CUDA device")
+        self.torch, self.dev = torch, torch.device("cuda:0")
+        torch.backends.cuda.matmul.allow_tf32 = False  # float32 products as float32, like crunchd's default
+
+    def _t(self, x):
+        return self.torch.from_numpy(np.ascontiguousarray(x)).to(self.dev, non_blocking=False)
+
+    def gemm(self, a, b):
+        return (self._t(a) @ self._t(b)).cpu().numpy()
+
+    def ata(self, a):
+        t = self._t(a)
+        return (t.T @ t).cpu().numpy()
+
+    def histogram(self, data, bins, rng):
+        lo, hi = rng if rng is not None else (float(data.min()), float(data.max())) if data.size else (0.0, 1.0)
+        t = self._t(data.astype(np.float64))
+        counts = self.torch.histc(t, bins=bins, min=lo, max=hi).cpu().numpy().astype(np.int64)
+        return counts, np.linspace(lo, hi, bins + 1)
+
+
+COMPUTE = Numpy
+
+
 def answer(request, m):
     if NPY in request.headers.get("Accept", ""):
         buf = io.BytesIO()
@@ -78,7 +132,7 @@ async def gemm(request):
         a, b = matrix(body["a"], dtype), matrix(body["b"], dtype)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise BadRequest(422, "shape_mismatch", f"a is {a.shape} but b is {b.shape}")
-    return answer(request, a @ b)
+    return answer(request, COMPUTE.gemm(a, b))
 
 
 async def ata(request):
@@ -87,7 +141,7 @@ async def ata(request):
     else:
         body = await request.json()
         a = matrix(body["a"], body.get("dtype", "float32"))
-    return answer(request, a.T @ a)
+    return answer(request, COMPUTE.ata(a))
 
 
 async def histogram(request):
@@ -97,9 +151,9 @@ async def histogram(request):
     if dtype == "uint8":
         if data.size and (data.min() < 0 or data.max() > 255):
             raise BadRequest(400, "invalid_value", "uint8 data must be in 0..255")
-        counts, edges = np.histogram(data, body.get("bins", 256), body.get("range", (0, 256)))
+        counts, edges = COMPUTE.histogram(data, body.get("bins", 256), body.get("range", (0, 256)))
         return web.json_response({"result": {"bins": len(counts), "counts": counts.tolist()}})
-    counts, edges = np.histogram(data, body.get("bins", 10), body.get("range"))
+    counts, edges = COMPUTE.histogram(data, body.get("bins", 10), body.get("range"))
     return web.json_response({"result": {"bins": len(counts), "counts": counts.tolist(),
                                          "edges": edges.tolist()}})
 
@@ -126,7 +180,9 @@ def make_app():
     return app
 
 
-async def serve(host, port, reuse_port, ready):
+async def serve(host, port, reuse_port, ready, compute="numpy"):
+    global COMPUTE
+    COMPUTE = Torch() if compute == "torch" else Numpy
     runner = web.AppRunner(make_app(), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port, reuse_port=reuse_port, backlog=1024).start()
@@ -143,20 +199,22 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8081, help="0: any free port (one worker only)")
     ap.add_argument("--workers", type=int, default=1, help="processes sharing the port")
+    ap.add_argument("--compute", choices=("numpy", "torch"), default="numpy",
+                    help="NumPy on the CPU, or PyTorch on the first CUDA device")
     args = ap.parse_args()
 
     def listening(port, n=args.workers):
-        print(f"alt_server: listening on http://{args.host}:{port} with {n} process(es)",
+        print(f"alt_server: listening on http://{args.host}:{port} with {n} process(es), compute {args.compute}",
               flush=True)
 
     if args.workers == 1:
-        asyncio.run(serve(args.host, args.port, False, listening))
+        asyncio.run(serve(args.host, args.port, False, listening, args.compute))
         return
     if args.port == 0:
         ap.error("--workers > 1 needs a fixed --port (each process binds it)")
     ctx = multiprocessing.get_context("fork")
     up = ctx.SimpleQueue()
-    procs = [ctx.Process(target=lambda: asyncio.run(serve(args.host, args.port, True, up.put)))
+    procs = [ctx.Process(target=lambda: asyncio.run(serve(args.host, args.port, True, up.put, args.compute)))
              for _ in range(args.workers)]
     for p in procs:
         p.start()

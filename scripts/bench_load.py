@@ -12,6 +12,17 @@ Rows: gemm{16,64,256}_json and _npy (multipart .npy in, Accept: application/x-np
 hist1k_json (1024 uint8 values), ata64_json. JSON numbers are uniform in [-1, 1) with four
 decimals (a 64x64 GEMM body is ~65 KB), each in its shortest form.
 
+KServe rows, on crunchd alone (the alternatives have no /v2): gemm{64,256}_kserve are measured by
+Triton's perf_analyzer (.tools/perf_analyzer, make deps) at each concurrency with the same
+matrices as the _npy rows (--input-data, binary tensors); gemm256_kjson is the KServe JSON-tensor
+body under wrk, beside gemm256_json. Each crunchd figure carries the daemon's CPU per job (its
+utime + stime over the requests it answered) and the load generator's, so where the client is the
+bound the daemon's cost still compares: the table prints KServe against /v1 .npy for both.
+
+The alternative is aiohttp + NumPy (bench/alt_server.py, one process per core) and, where PyTorch
+sees a CUDA device, aiohttp + PyTorch on the GPU as well: each row's ratio is against the stronger
+of the two (the CSV names which).
+
 Every GPU against one (where the daemon sees several GPUs, or BENCH_LOAD_MULTI_GPU=1), a second
 daemon with CUDA_VISIBLE_DEVICES=0 beside the first, two 1024x1024 float32 GEMM rows at 16
 connections and more: gemm1024_npy (8 MB of .npy in, 4 MB out over loopback TCP: it measures the
@@ -26,12 +37,15 @@ Environment:
   BENCH_LOAD_SECONDS      seconds per run (10); BENCH_LOAD_WARMUP seconds before each (1)
   BENCH_LOAD_ROWS         comma-separated row names (all);  BENCH_LOAD_CONNS  e.g. 64 (1,16,64,256)
   BENCH_LOAD_ALT_WORKERS  alternative's processes (CPU count); 0 leaves the alternative out
+  BENCH_LOAD_ALTS         numpy,torch (default: torch too where it sees a GPU)
+  PERF_ANALYZER           the perf_analyzer binary (default .tools/perf_analyzer/perf_analyzer)
   BENCH_LOAD_WRK_THREADS  wrk's threads (half the CPUs, at least 4; at most the connections)
   BENCH_LOAD_CODES=1      count every status code in wrk's Lua (slows wrk on big answers)
   BENCH_LOAD_MULTI_GPU=1  the every-GPU vs one-GPU rows even with one device (they run by themselves
                           where the daemon sees more than one): -multi-gpu.csv beside the CSV
   WRK                     the wrk binary (default: wrk on PATH)
 """
+import base64
 import csv
 import importlib.util
 import io
@@ -39,6 +53,7 @@ import json
 import os
 import pathlib
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -59,8 +74,12 @@ ALT = ROOT / "bench" / "alt_server.py"
 NPY = "application/x-npy"
 BOUNDARY = "crunchd-bench-load-7f3a9c"
 
-ALL_ROWS = ["gemm16_json", "gemm64_json", "gemm256_json", "gemm16_npy", "gemm64_npy",
-            "gemm256_npy", "hist1k_json", "ata64_json"]
+ALL_ROWS = ["gemm16_json", "gemm64_json", "gemm256_json", "gemm256_kjson", "gemm16_npy", "gemm64_npy",
+            "gemm64_kserve", "gemm256_npy", "gemm256_kserve", "hist1k_json", "ata64_json"]
+PERF_ANALYZER = os.environ.get("PERF_ANALYZER") or str(ROOT / ".tools" / "perf_analyzer" / "perf_analyzer")
+# the KServe rows against the /v1 rows they are compared with (issue 34: within 1.25x)
+KSERVE_VS = {"gemm64_kserve": "gemm64_npy", "gemm256_kserve": "gemm256_npy", "gemm256_kjson": "gemm256_json"}
+KSERVE_TARGET = 1.25
 ALL_CONNS = [1, 16, 64, 256]
 # (row, jobs/s at least, p99 ms at most) at 64 connections, and the ratio to the alternative
 TARGETS = [("gemm64_json", 25_000, 10.0), ("gemm16_json", 100_000, None),
@@ -175,6 +194,17 @@ def make_row(name, tmp):
         path, k = "/v1/gemm", n
         if fmt == "npy":
             body, ctype, accept = multipart({"a": a, "b": b}), f"multipart/form-data; boundary={BOUNDARY}", NPY
+        elif fmt == "kserve":  # perf_analyzer's input data; check() posts the same as binary tensors
+            path = "/v2/models/gemm/infer"
+            pa_data = tmp / f"{name}.json"
+            pa_data.write_text(json.dumps({"data": [{k: {"b64": base64.b64encode(m.tobytes()).decode(),
+                                                         "shape": list(m.shape)} for k, m in (("a", a), ("b", b))}]}))
+            body, ctype = kserve_binary(a, b), "application/octet-stream"
+        elif fmt == "kjson":
+            path = "/v2/models/gemm/infer"
+            body = (f'{{"inputs": [{{"name": "a", "datatype": "FP32", "shape": [{n}, {n}], "data": {json_matrix(a)}}}, '
+                    f'{{"name": "b", "datatype": "FP32", "shape": [{n}, {n}], "data": {json_matrix(b)}}}]}}').encode()
+            ctype = "application/json"
         elif fmt == "shm":  # the caller registers the regions (shm.register) and closes them
             shm = ShmGemm(a, b)
             body, ctype = shm.body(0), "application/json"
@@ -194,12 +224,24 @@ def make_row(name, tmp):
     f = tmp / f"{name}.body"
     f.write_bytes(body)
     return {"name": name, "path": path, "file": f, "size": len(body), "ctype": ctype,
-            "accept": accept, "expect": expect, "k": k, "shm": shm}
+            "accept": accept, "expect": expect, "k": k, "shm": shm,
+            "pa_data": tmp / f"{name}.json" if fmt == "kserve" else None,
+            "header_len": body.index(b"}]}") + 3 if fmt == "kserve" else None, "kserve": path.startswith("/v2")}
+
+
+def kserve_binary(a, b):
+    """The body perf_analyzer sends: a JSON header naming both tensors' sizes, then their bytes."""
+    head = json.dumps({"inputs": [{"name": k, "datatype": "FP32", "shape": list(m.shape),
+                                   "parameters": {"binary_data_size": m.nbytes}} for k, m in (("a", a), ("b", b))],
+                       "outputs": [{"name": "c", "parameters": {"binary_data": True}}]}).encode()
+    return head + a.tobytes() + b.tobytes()
 
 
 def check(base, row):
     """One request, answer compared with NumPy: a fast wrong server must not win. None if right."""
     headers = {"Content-Type": row["ctype"]} | ({"Accept": row["accept"]} if row["accept"] else {})
+    if row.get("header_len"):
+        headers["Inference-Header-Content-Length"] = str(row["header_len"])
     body = row["file"].read_bytes()
     if row["shm"]:  # both daemons write the one C object: another's answer must not pass for this one's
         row["shm"].c[1] = np.nan
@@ -212,6 +254,11 @@ def check(base, row):
         return f"HTTP {r.status_code}: {r.text[:200]}"
     if r.headers.get("Content-Type", "").startswith(NPY):
         got = np.load(io.BytesIO(r.content), allow_pickle=False)
+    elif row.get("kserve"):
+        hl = int(r.headers.get("Inference-Header-Content-Length", len(r.content)))
+        out = json.loads(r.content[:hl])["outputs"][0]
+        data = np.frombuffer(r.content[hl:], np.float32) if hl < len(r.content) else np.asarray(out["data"])
+        got = data.astype(np.float64).reshape(out["shape"])
     else:
         res = r.json()["result"]
         if row["shm"]:  # the answer only says where C went
@@ -269,11 +316,56 @@ def print_machine_costs(build):
             return
 
 
-def measure(base, row, conns):
+def perf_analyzer(base, row, conns, secs):
+    """perf_analyzer at one concurrency, its last (stable) window: jobs/s and latencies."""
+    window_ms = max(1000, secs * 1000 // 3)
+    cmd = [PERF_ANALYZER, "-u", base.split("://", 1)[1], "-m", "gemm", "--input-data", str(row["pa_data"]),
+           "--concurrency-range", str(conns), "--measurement-interval", str(window_ms),
+           "--stability-percentage", "100", "--max-trials", "6"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=secs * 6 + 120)
+    text = out.stdout + out.stderr
+    rate = re.findall(r"Throughput: ([0-9.]+) infer/sec", text)
+    if out.returncode != 0 or not rate:
+        raise RuntimeError(f"{shlex.join(cmd)}: rc {out.returncode}:\n{text[-2000:]}")
+
+    def usec(label):
+        m = re.findall(rf"{label}: (\d+) usec", text)
+        return float(m[-1]) / 1e3 if m else float("nan")
+    return {"jobs_s": float(rate[-1]), "mean_ms": usec("Avg latency"), "p50_ms": usec("p50 latency"),
+            "p90_ms": usec("p90 latency"), "p99_ms": usec("p99 latency"), "max_ms": float("nan"),
+            "non2xx": 0, "socket_errors": 0, "requests": int(re.findall(r"Request count: (\d+)", text)[-1]),
+            "codes": ""}
+
+
+def answered(base):
+    """Requests the daemon has answered, any route and status (crunchd_requests_total)."""
+    text = requests.get(f"{base}/metrics", timeout=10).text
+    return sum(float(v) for v in re.findall(r"^crunchd_requests_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+def cpu_s(pid):
+    """A process's user + system CPU seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(base, row, conns, pid=None):
+    """One run after a warm-up; with the daemon's pid, its CPU and the load generator's per job."""
+    load = perf_analyzer if row.get("pa_data") else wrk
     warm = float(os.environ.get("BENCH_LOAD_WARMUP", "1"))
-    if warm > 0:
-        wrk(base, row, conns, max(1, round(warm)))  # fills pools and caches; thrown away
-    return wrk(base, row, conns, int(os.environ.get("BENCH_LOAD_SECONDS", "10")))
+    if warm > 0 and load is wrk:
+        wrk(base, row, conns, max(1, round(warm)))  # fills pools and caches; thrown away (perf_analyzer warms itself)
+    if pid:
+        n0, c0, k0 = answered(base), cpu_s(pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = load(base, row, conns, int(os.environ.get("BENCH_LOAD_SECONDS", "10")))
+    if pid:
+        n = answered(base) - n0 - 1  # the metrics request itself
+        k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if n > 0:
+            r["cpu_us"] = (cpu_s(pid) - c0) / n * 1e6
+            r["client_cpu_us"] = (k1.ru_utime + k1.ru_stime - k0.ru_utime - k0.ru_stime) / n * 1e6
+    return r
 
 
 def device_busy(base):
@@ -334,18 +426,31 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_alt(workers, tmp):
+def torch_sees_a_gpu():
+    """Whether PyTorch is installed here with a CUDA device (checked in a child: the parent never
+    touches CUDA)."""
+    if importlib.util.find_spec("torch") is None:
+        return False
+    probe = subprocess.run([sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"],
+                           capture_output=True, timeout=120)
+    return probe.returncode == 0
+
+
+ALT_LABELS = {"alt": "aiohttp + NumPy", "torch": "aiohttp + PyTorch (cuda)"}
+
+
+def start_alt(workers, tmp, compute="numpy"):
     env = dict(os.environ)
     if workers > 1:
         # N processes each with a BLAS pool as wide as the machine would oversubscribe it: one
         # BLAS thread per process, as a deployment of one worker per core sets
         env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    log = tmp / "alt_server.log"
+    log = tmp / f"alt_server-{compute}.log"
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(ALT), "--port", str(port), "--workers",
-                             str(workers)], stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                             str(workers), "--compute", compute], stdout=log.open("wb"), stderr=subprocess.STDOUT,
                             env=env, start_new_session=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # 16 CUDA contexts take a while
     while "listening on" not in log.read_text():
         if proc.poll() is not None or time.monotonic() > deadline:
             stop_alt(proc)
@@ -373,7 +478,9 @@ def fmt_row(r):
         return (f"{r[prefix + '_jobs_s']:>10.0f} {r[prefix + '_p50_ms']:>7.2f} "
                 f"{r[prefix + '_p99_ms']:>7.2f} {r[prefix + '_non2xx'] + r[prefix + '_socket_errors']:>5}{flag}")
     ratio = f"{r['ratio']:>6.1f}x" if r.get("ratio") else "      -"
-    return f"{r['row']:<13} {r['conns']:>5}  {side('crunchd')}  |  {side('alt')}  {ratio}"
+    cpu = f"{r['crunchd_cpu_us']:>7.0f} {r.get('crunchd_client_cpu_us', 0):>7.0f}" if r.get("crunchd_cpu_us") else " " * 15
+    torch = f"  |  {side('torch')}" if any(k.startswith("torch_") for k in r) else ""
+    return f"{r['row']:<14} {r['conns']:>5}  {side('crunchd')} {cpu}  |  {side('alt')}{torch}  {ratio}"
 
 
 def targets(results):
@@ -389,12 +496,23 @@ def targets(results):
         want = f">= {rate:,} jobs/s" + (f", p99 <= {p99} ms" if p99 else "")
         lines.append(f"  {'PASS' if ok else 'FAIL'} {name} @{TARGET_CONNS}: "
                      f"{r['crunchd_jobs_s']:,.0f} jobs/s, p99 {r['crunchd_p99_ms']:.2f} ms ({want})")
+    for r in results:  # KServe against /v1, same machine, same load: rate, and the daemon's CPU per job
+        v1 = next((x for x in results if x["row"] == KSERVE_VS.get(r["row"]) and x["conns"] == r["conns"]), None)
+        if not v1 or not r.get("crunchd_jobs_s") or not v1.get("crunchd_jobs_s"):
+            continue
+        rate = v1["crunchd_jobs_s"] / r["crunchd_jobs_s"]
+        cpu = r.get("crunchd_cpu_us", 0) / v1["crunchd_cpu_us"] if v1.get("crunchd_cpu_us") else float("nan")
+        ok = rate <= KSERVE_TARGET or cpu <= KSERVE_TARGET
+        lines.append(f"  {'PASS' if ok else 'FAIL'} {r['row']} @{r['conns']}: /v1 {v1['row']} is {rate:.2f}x its "
+                     f"rate; daemon CPU per job {cpu:.2f}x /v1's ({r.get('crunchd_cpu_us', 0):.0f} vs "
+                     f"{v1['crunchd_cpu_us']:.0f} us; load generator {r.get('crunchd_client_cpu_us', 0):.0f} vs "
+                     f"{v1.get('crunchd_client_cpu_us', 0):.0f} us) (either <= {KSERVE_TARGET}x)")
     for name, r in at.items():
         if r.get("ratio"):
             errs = r["crunchd_non2xx"] + r["crunchd_socket_errors"]
             ok = r["ratio"] >= TARGET_RATIO and not errs
             lines.append(f"  {'PASS' if ok else 'FAIL'} {name} @{TARGET_CONNS}: {r['ratio']:.1f}x "
-                         f"the alternative (>= {TARGET_RATIO:.0f}x)"
+                         f"the stronger alternative, {ALT_LABELS[r['ratio_vs']]} (>= {TARGET_RATIO:.0f}x)"
                          + (f", crunchd had {errs} errors" if errs else ""))
     return lines
 
@@ -413,7 +531,7 @@ def plot(results, png):
                              figsize=(4 * cols, 3.2 * ((len(rows) + cols - 1) // cols)))
     for ax, name in zip(axes.flat, rows):
         rs = [r for r in results if r["row"] == name]
-        for prefix, label in (("crunchd", "crunchd"), ("alt", "aiohttp + NumPy")):
+        for prefix, label in (("crunchd", "crunchd"), *ALT_LABELS.items()):
             pts = [(r["conns"], r[f"{prefix}_jobs_s"]) for r in rs if f"{prefix}_jobs_s" in r]
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=label)
@@ -448,6 +566,9 @@ def main():
     if alt_workers and importlib.util.find_spec("aiohttp") is None:
         print("aiohttp is not installed: no alternative server (make deps)")
         alt_workers = 0
+    alts = env_list("BENCH_LOAD_ALTS", ["numpy"] + (["torch"] if alt_workers and torch_sees_a_gpu() else []))
+    if any(s.endswith("_kserve") for s in rows) and not os.access(PERF_ANALYZER, os.X_OK):
+        sys.exit(f"bench-load: {PERF_ANALYZER} is missing (make deps fetches it)")
     daemon_args = shlex.split(os.environ.get("CRUNCHD_LOAD_ARGS", ""))
 
     class Daemon(conftest.Daemon):
@@ -465,25 +586,34 @@ def main():
         tmp = pathlib.Path(t)
         specs = [make_row(name, tmp) for name in rows]
         daemon = Daemon(daemon_args, name="bench-load", host_path=True, workdir=tmp / "daemon").start()
-        alt = None
+        alt_procs = []
         try:
             info = daemon.get("/v1/info").json()
             device = (info.get("devices") or [{}])[0].get("name", "?")
             servers = {"crunchd": daemon.base}
-            if alt_workers:
-                alt, servers["alt"] = start_alt(alt_workers, tmp)
+            for compute in alts if alt_workers else ():
+                proc, url = start_alt(alt_workers, tmp, compute)
+                alt_procs.append(proc)
+                servers["alt" if compute == "numpy" else "torch"] = url
             machine = {"backend": info.get("backend"), "device": device, "cpus": os.cpu_count(),
                        "daemon_args": shlex.join(daemon_args), "alt_workers": alt_workers,
+                       "alts": ",".join(alts) if alt_workers else "",
                        "seconds": os.environ.get("BENCH_LOAD_SECONDS", "10")}
             print(f"crunchd {info.get('version')} backend={machine['backend']} device={device} "
-                  f"cpus={machine['cpus']} args='{machine['daemon_args']}'; alternative: "
-                  + (f"aiohttp + NumPy, {alt_workers} process(es)" if alt_workers else "none"))
+                  f"cpus={machine['cpus']} args='{machine['daemon_args']}'; alternatives: "
+                  + (", ".join(ALT_LABELS[k] for k in servers if k != "crunchd") + f", {alt_workers} process(es) each"
+                     if alt_workers else "none"))
             print_machine_costs(build)
-            print(f"{'row':<13} {'conns':>5}  {'crunchd/s':>10} {'p50 ms':>7} {'p99 ms':>7} "
-                  f"{'err':>5}  |  {'alt/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'err':>5}   ratio")
+            print(f"{'row':<14} {'conns':>5}  {'crunchd/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'err':>5} "
+                  f"{'cpu us':>7} {'client':>7}  |  {'numpy/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'err':>5}"
+                  + (f"  |  {'torch/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'err':>5}" if "torch" in servers else "")
+                  + "   ratio")
             for spec in specs:
                 bad = {}
                 for name, base in servers.items():
+                    if spec["kserve"] and name != "crunchd":
+                        bad[name] = "no KServe route"
+                        continue
                     if (why := check(base, spec)) is not None:
                         print(f"{spec['name']}: {name} answered wrong: {why}")
                         bad[name], wrong = why, True
@@ -492,15 +622,17 @@ def main():
                          "body_bytes": spec["size"], **machine}
                     for name, base in servers.items():
                         if name in bad:
-                            r[f"{name}_note"] = "wrong answer: not loaded"
+                            r[f"{name}_note"] = "no KServe route" if spec["kserve"] else "wrong answer: not loaded"
                             continue
                         try:
-                            r |= {f"{name}_{k}": v for k, v in measure(base, spec, c).items()}
+                            pid = daemon.proc.pid if name == "crunchd" else None
+                            r |= {f"{name}_{k}": v for k, v in measure(base, spec, c, pid).items()}
                         except (RuntimeError, subprocess.TimeoutExpired) as e:
                             print(f"{spec['name']} @{c}: {name}: {e}")
                             r[f"{name}_note"] = "wrk failed"
-                    if r.get("crunchd_jobs_s") and r.get("alt_jobs_s"):
-                        r["ratio"] = r["crunchd_jobs_s"] / r["alt_jobs_s"]
+                    best = max(("alt", "torch"), key=lambda k: r.get(f"{k}_jobs_s", 0))
+                    if r.get("crunchd_jobs_s") and r.get(f"{best}_jobs_s"):
+                        r["ratio"], r["ratio_vs"] = r["crunchd_jobs_s"] / r[f"{best}_jobs_s"], best
                     results.append(r)
                     print(fmt_row(r), flush=True)
             n_devices = len(info.get("devices") or [])
@@ -508,15 +640,16 @@ def main():
                 multi_rows, multi_lines = multi_gpu(daemon, Daemon, daemon_args, tmp,
                                                     [c for c in conns if c >= 16] or conns)
         finally:
-            if alt:
-                stop_alt(alt)
+            for proc in alt_procs:
+                stop_alt(proc)
             daemon.stop()
 
     keys = ["row", "conns", "threads", "body_bytes"]
-    for prefix in ("crunchd", "alt"):
+    for prefix in ("crunchd", "alt", "torch"):
         keys += [f"{prefix}_{k}" for k in ("jobs_s", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms",
-                                           "non2xx", "socket_errors", "requests", "codes", "note")]
-    keys += ["ratio", *machine]
+                                           "non2xx", "socket_errors", "requests", "codes", "note", "cpu_us",
+                                           "client_cpu_us")]
+    keys += ["ratio", "ratio_vs", *machine]
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     with open(out_csv, "w", newline="") as f:
         w = csv.DictWriter(f, keys)

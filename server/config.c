@@ -66,6 +66,8 @@ static const opt_spec specs[] = {
      "largest JSON request body, MiB (decoded)"},
     {"max-elements", OPT_I64, F(max_elements), 1, INT64_MAX / 16, "2147483648", "largest array, elements"},
     {"max-bins", OPT_INT, F(max_bins), 1, 1 << 24, "1048576", "most histogram bins"},
+    {"max-stack", OPT_I64, F(max_stack), 1, INT64_MAX / 16, "16777216",
+     "most matrices in one stack (a GEMM or AtA of arrays of up to 8 dimensions: the product of all but the last two)"},
     {"job-timeout-ms", OPT_I64, F(job_timeout_ms), 1, INT64_MAX / 2, "60000", "default job deadline, ms"},
     {"result-ttl-s", OPT_INT, F(result_ttl_s), 1, 86400 * 30, "300", "keep finished async results, s"},
     {"result-cap-mb", OPT_I64, F(result_cap_mb), 1, 1 << 20, "4096, at most --max-memory-mb",
@@ -79,6 +81,16 @@ static const opt_spec specs[] = {
      "IP address, or the uid on --unix-socket)"},
     {"shm-idle-s", OPT_INT, F(shm_idle_s), 0, 86400 * 30, "600",
      "unregister shared memory regions no request used for this long, s (0: never)"},
+    {"tensor-max-mb", OPT_I64, F(tensor_max_mb), 0, 1 << 30,
+     "0: half of each GPU's memory; a quarter of --max-memory-mb on cpu",
+     "resident tensors (POST /v1/tensors, results kept) per device, MiB; a create past it is 507 tensor_limit"},
+    {"tensor-client-max-mb", OPT_I64, F(tensor_client_max_mb), 0, 1 << 30, "0: half of --tensor-max-mb",
+     "of which one client's tensors, MiB (client: as for --shm-client-max-mb)"},
+    {"tensor-idle-s", OPT_INT, F(tensor_idle_s), 0, 86400 * 365, "3600",
+     "free a resident tensor nothing used for this long, s (0: never; never evicted otherwise)"},
+    {"instance-name", OPT_STR, F(instance_name), 0, 0, "the host name",
+     "this replica's name in answers about tensors and jobs (behind a load balancer they live on the "
+     "replica that made them)"},
     {"drain-timeout-s", OPT_INT, F(drain_timeout_s), 1, 86400, "30", "SIGTERM grace period, s"},
     {"log-format", OPT_STR, F(log_format), 0, 0, "text", "text | json"},
     {"gpu-wait", OPT_STR, F(gpu_wait), 0, 0, "yield",
@@ -147,11 +159,13 @@ static void set_defaults(cr_config *c)
     c->max_json_mb = 256; /* derive_limits: at most --max-body-mb unless given */
     c->max_elements = (int64_t)1 << 31;
     c->max_bins = 1 << 20;
+    c->max_stack = (int64_t)1 << 24;
     c->job_timeout_ms = 60000;
     c->result_ttl_s = 300;
     c->result_cap_mb = 4096; /* at most the memory budget: cr_config_size */
     c->drain_timeout_s = 30;
     c->shm_idle_s = 600;
+    c->tensor_idle_s = 3600;
     c->gzip_level = 1; /* JSON shrinks 3-4x at level 1 for a fraction of level 6's time */
     strcpy(c->log_format, "text");
     strcpy(c->access_log, "all");

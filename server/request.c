@@ -9,10 +9,11 @@
 cr_limits cr_request_limits(const cr_config *cfg)
 {
     if (!cfg)
-        return (cr_limits){.max_elements = 1ull << 28, .max_total_bytes = 4ull << 30, .max_bins = 1 << 20};
+        return (cr_limits){.max_elements = 1ull << 28, .max_total_bytes = 4ull << 30, .max_bins = 1 << 20,
+                           .max_stack = 1 << 24};
     return (cr_limits){.max_elements = (uint64_t)cfg->max_elements,
                        .max_total_bytes = (uint64_t)cfg->max_body_mb << 20,
-                       .max_bins = cfg->max_bins};
+                       .max_bins = cfg->max_bins, .max_stack = cfg->max_stack};
 }
 
 void *cr_request_alloc_from(cr_request *r, int slot, size_t bytes, bool zeroed, void *(*alloc)(size_t),
@@ -71,7 +72,10 @@ static int output_bytes(const cr_task *t, size_t *bytes)
     default:
         return -1;
     }
-    return __builtin_mul_overflow(elems, (uint64_t)es, bytes) ? -1 : 0;
+    uint64_t per = (uint64_t)cr_task_matrices(t); /* every matrix of a stack */
+    return per < 1 || __builtin_mul_overflow(elems, per, &elems) || __builtin_mul_overflow(elems, (uint64_t)es, bytes)
+               ? -1
+               : 0;
 }
 
 void cr_request_adopt_buf(cr_request *r, int slot, void *p, size_t bytes, void (*release)(void *hold),
@@ -122,6 +126,51 @@ int cr_request_alloc_output(cr_request *r, cr_error *err)
         return -1;
     cr_task_set_output(&r->task, p);
     return 0;
+}
+
+/* A slot's buffer taken out of a request (cr_request_take_buf): how to let it go. */
+typedef struct {
+    void *p;
+    size_t bytes;
+    bool borrowed;
+    void (*free_fn)(void *p);
+    void *hold;
+    void (*hold_release)(void *hold);
+} taken_buf;
+
+static void taken_free(void *o)
+{
+    taken_buf *t = o;
+    if (!t)
+        return;
+    if (t->borrowed) {
+        if (t->hold_release)
+            t->hold_release(t->hold);
+    } else {
+        cr_mem_release(CR_MEM_ARRAYS, t->bytes ? t->bytes : 1);
+        if (t->free_fn)
+            t->free_fn(t->p);
+        else
+            free(t->p);
+    }
+    free(t);
+}
+
+void *cr_request_take_buf(cr_request *r, int slot, void (**release)(void *owner))
+{
+    taken_buf *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    *t = (taken_buf){r->bufs[slot], r->buf_bytes[slot], r->buf_borrowed[slot], r->buf_free[slot], r->hold[slot],
+                     r->hold_release[slot]};
+    r->bufs[slot] = NULL;
+    r->buf_bytes[slot] = 0;
+    r->buf_borrowed[slot] = r->buf_on_device[slot] = false;
+    r->hold[slot] = NULL;
+    r->hold_release[slot] = NULL;
+    r->buf_free[slot] = NULL;
+    *release = taken_free;
+    return t;
 }
 
 void cr_request_free_buf(cr_request *r, int slot)
@@ -190,4 +239,20 @@ int cr_request_decode_charge(size_t body_bytes, cr_error *err)
 void cr_request_decode_release(size_t body_bytes)
 {
     cr_mem_release(CR_MEM_DECODE, CR_DECODE_BYTES(body_bytes));
+}
+
+cr_shape cr_request_result_shape(const cr_request *r)
+{
+    const cr_task *t = &r->task;
+    if (r->shaped)
+        return r->out_shape;
+    switch (t->op) {
+    case CR_OP_GEMM: return cr_shape_2d(t->u.gemm.m, t->u.gemm.n);
+    case CR_OP_ATA: return cr_shape_2d(t->u.ata.n, t->u.ata.n);
+    default: {
+        cr_shape s = {.rank = 1};
+        s.dims[0] = t->u.hist.bins;
+        return s;
+    }
+    }
 }

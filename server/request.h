@@ -12,12 +12,14 @@
 #include "kernels/registry.h"
 #include "server/config.h"
 #include "server/error.h"
+#include "server/shape.h"
 
 /* Limits enforced while decoding, before memory is spent on the declared sizes. */
 typedef struct {
     uint64_t max_elements;   /* per array */
     uint64_t max_total_bytes;/* all input and output arrays of one request together */
     int32_t max_bins;
+    int64_t max_stack;       /* matrices in one stack (server/shape.h) */
 } cr_limits;
 
 /* The longest deadline a request may ask for, ms, however it asks (the body's timeout_ms, the
@@ -33,6 +35,10 @@ typedef struct {
     cr_task task;                       /* pointers in task.u.* point into bufs; task.kernel is
                                            set by the engine when it resolves `kernel` */
     cr_kernel_choice kernel;            /* what the client asked: auto, all or a name */
+    /* The result's shape as numpy.matmul gives it (a stack's batch dimensions, a 1-D operand's
+     * dimension removed); when !shaped, the task's own (m x n, n x n, or the bins). */
+    bool shaped;
+    cr_shape out_shape;
     bool is_float_hist;                 /* histogram of float data: response carries edges */
     int64_t timeout_ms;                 /* 0: server default */
     void *bufs[CR_REQUEST_BUFS];        /* owned (or borrowed, below); freed by cr_request_free */
@@ -69,7 +75,19 @@ typedef struct {
         char region[129];               /* CR_SHM_NAME_MAX + 1 (server/kserve/shm_region.h) */
         uint64_t offset, bytes;
     } result_shm;
+    /* The result kept as a resident tensor (server/engine/tensors.h): the output slot borrows its
+     * memory; a new one is listed once the job finished done, an existing one (accumulated into)
+     * already is. The answer gives its metadata instead of the data. */
+    struct {
+        struct cr_tensor *t;            /* NULL: the result is answered, not kept */
+        char id[37], name[129];         /* what the answer says of it, set when the job is done */
+        int device;
+        double expires_at;
+    } result_tensor;
 } cr_request;
+
+/* The result's shape: out_shape, or the task's (m, n), (n, n) or (bins,). */
+cr_shape cr_request_result_shape(const cr_request *r);
 
 /* The decoders' limits from the configuration; cr_request_default_limits when cfg is NULL
  * (tests, tools): generous but finite. */
@@ -99,6 +117,11 @@ int cr_request_mark_device(cr_request *r, int slot, int device, cr_error *err);
 /* Allocates the output buffer for the task (C matrix, counts) and points the task at it; a
  * borrowed output slot (cr_request_adopt_buf) is used instead, zeroed for histograms. */
 int cr_request_alloc_output(cr_request *r, cr_error *err);
+
+/* Takes slot's buffer out of r, charge and all: the returned owner (NULL when memory ran out, the
+ * slot untouched) keeps it until release(owner) frees it as the slot would have (a resident tensor
+ * made from an upload keeps the upload's buffer this way). */
+void *cr_request_take_buf(cr_request *r, int slot, void (**release)(void *owner));
 
 /* Frees one buffer with the allocator that made it. */
 void cr_request_free_buf(cr_request *r, int slot);

@@ -8,6 +8,7 @@
 #include "kernels/hist_range.h"
 #include "server/codec/copy_streaming.h"
 #include "server/codec/npy.h"
+#include "server/engine/tensors.h"
 #include "server/memory.h"
 
 enum { BUF_A = 0, BUF_B = 1, BUF_C = 2 };
@@ -23,8 +24,9 @@ struct cr_bin_part {
     cr_npy_header h;
     void *data;              /* the array's buffer, r->bufs[slot] */
     uint64_t received;       /* data bytes so far */
-    /* A Fortran-ordered c has no transpose flag in the task: its elements are scattered into
-     * C order as they arrive (still one copy); carry holds an element split between chunks. */
+    /* A Fortran-ordered c, or stack (3 dimensions or more), has no transpose flag in the task:
+     * its elements are scattered into C order as they arrive (still one copy); carry holds an
+     * element split between chunks. */
     bool scatter;
     uint8_t carry[8];
     size_t carry_len;
@@ -36,6 +38,8 @@ struct cr_bin_part {
 
 struct cr_bin_request {
     cr_params params;
+    char owner[64];          /* who asks: resident tensors are theirs (server/engine/tensors.h) */
+    struct cr_tensor *tensor[MAX_PARTS]; /* operands named by tensor_a..: held until finish binds them */
     cr_limits lim;
     cr_host_allocator alloc;
     cr_request req;          /* the buffers, owned here until finish moves them out */
@@ -58,6 +62,24 @@ cr_bin_request *cr_bin_new(const cr_params *params, const cr_limits *lim, cr_hos
     return r;
 }
 
+/* The operands the query names (tensor_a, tensor_b, tensor_c, tensor_data), held from now: the parts
+ * that do come are then received to their device. */
+int cr_bin_tensors(cr_bin_request *r, const char *owner, cr_error *err)
+{
+    static const char *const params[2][MAX_PARTS] = {{"tensor_a", "tensor_b", "tensor_c"}, {"tensor_data", "", ""}};
+    snprintf(r->owner, sizeof r->owner, "%s", owner ? owner : "");
+    for (int k = 0; k < MAX_PARTS; k++) {
+        if (!r->params.tensor[k][0])
+            continue;
+        const char *field = params[r->params.op == CR_OP_HISTOGRAM][k];
+        if (!(r->tensor[k] = cr_tensor_acquire(r->owner, r->params.tensor[k], field, err)))
+            return -1;
+        if (cr_tensor_device(r->tensor[k]) >= 0 && r->sink_device < 0)
+            r->sink_device = cr_tensor_device(r->tensor[k]);
+    }
+    return 0;
+}
+
 static void drop_sink(cr_bin_request *r, cr_bin_part *p)
 {
     if (!p->sink)
@@ -76,16 +98,28 @@ void cr_bin_free(cr_bin_request *r)
         free(r->parts[i].hdr);
         drop_sink(r, &r->parts[i]);
     }
+    for (int k = 0; k < MAX_PARTS; k++)
+        cr_tensor_release(r->tensor[k]);
     cr_request_free(&r->req);
     free(r);
 }
 
 const char *cr_bin_body_part_name(cr_op op) { return op == CR_OP_HISTOGRAM ? "data" : "a"; }
 
+static int slot_of(cr_op op, const char *name);
+
+bool cr_bin_names_tensor(const cr_bin_request *r, const char *name)
+{
+    int slot = slot_of(r->params.op, name);
+    return slot >= 0 && r->tensor[slot];
+}
+
 /* ---- parts ---------------------------------------------------------------------------------- */
 
 static int slot_of(cr_op op, const char *name)
 {
+    if (op == CR_OP_COUNT) /* a tensor upload: its one array */
+        return strcmp(name, "a") == 0 || strcmp(name, "data") == 0 ? BUF_A : -1;
     if (op == CR_OP_HISTOGRAM)
         return strcmp(name, "data") == 0 ? BUF_A : -1;
     if (strcmp(name, "a") == 0)
@@ -118,6 +152,11 @@ cr_bin_part *cr_bin_start(cr_bin_request *r, const char *name, cr_error *err)
     }
     if (find_part(r, name)) {
         cr_fail(err, 400, "invalid_field", name, "part %s appears twice", name);
+        return NULL;
+    }
+    if (r->tensor[slot]) {
+        cr_fail(err, 400, "invalid_field", name, "part %s is sent and named as a tensor by the query: one of the two",
+                name);
         return NULL;
     }
     cr_bin_part *p = &r->parts[r->n_parts++];
@@ -159,6 +198,14 @@ static int check_limits(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
     return 0;
 }
 
+static cr_shape part_shape(const cr_bin_part *p)
+{
+    cr_shape s = {.rank = p->h.ndim};
+    for (int d = 0; d < p->h.ndim && d < CR_RANK_MAX; d++)
+        s.dims[d] = p->h.shape[d];
+    return s;
+}
+
 static void shape_text(const cr_npy_header *h, char *out, size_t cap)
 {
     size_t n = (size_t)snprintf(out, cap, "(");
@@ -185,6 +232,10 @@ static int apply_bf16(cr_bin_request *r, cr_bin_part *p, cr_error *err)
 static int check_part(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
 {
     char shape[96];
+    if (r->params.op == CR_OP_COUNT) /* a tensor: any dtype, any rank up to 8 */
+        return p->h.ndim > CR_RANK_MAX ? cr_fail(err, 400, "invalid_field", p->name, "a tensor has at most %d "
+                                                 "dimensions", CR_RANK_MAX)
+                                       : 0;
     if (r->params.op == CR_OP_HISTOGRAM && p->h.dtype == CR_DT_F16)
         return cr_fail(err, 400, "invalid_field", p->name, "%s: float16 histograms are not supported "
                        "(numpy bins them in float16 arithmetic); send float32 (a.astype(np.float32))", p->name);
@@ -196,12 +247,13 @@ static int check_part(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
                        r->params.op == CR_OP_GEMM ? "float32, float64, float16 (or 2-byte parts with "
                        "dtype=bfloat16)" : "float32 or float64", cr_dtype_name(p->h.dtype));
     shape_text(&p->h, shape, sizeof shape);
-    if (p->h.ndim != 2)
-        return cr_fail(err, 400, "invalid_field", p->name, "%s must be a 2-D matrix, got shape %s",
-                       p->name, shape);
-    if (p->h.shape[0] == 0 || p->h.shape[1] == 0)
-        return cr_fail(err, 400, "invalid_field", p->name, "%s is empty (shape %s); a matrix "
-                       "needs rows and columns", p->name, shape);
+    bool c_any = strcmp(p->name, "c") == 0; /* c broadcasts: a scalar or a row will do */
+    if (p->h.ndim > CR_RANK_MAX || (!c_any && p->h.ndim < 1))
+        return cr_fail(err, 400, "invalid_field", p->name, "%s must be a matrix, a stack of them or a vector "
+                       "(1 to %d dimensions), got shape %s", p->name, CR_RANK_MAX, shape);
+    cr_shape s = part_shape(p);
+    if (p->h.ndim > 0 && cr_shape_check(&s, p->name, r->lim.max_stack, err))
+        return -1;
     for (int i = 0; i < r->n_parts; i++) {
         const cr_bin_part *o = &r->parts[i];
         if (o != p && o->header_done && o->h.dtype != p->h.dtype)
@@ -244,6 +296,17 @@ static int sink_device_for(cr_bin_request *r)
 static int open_sink(cr_bin_request *r, cr_bin_part *p, cr_error *err)
 {
     const cr_backend *b = r->alloc.sink;
+    if (r->params.op == CR_OP_COUNT && !p->scatter && b && b->sink_open && r->alloc.devices > 0) { /* a tensor */
+        size_t staging = 0;
+        cr_sink *s = b->sink_open((size_t)p->h.data_bytes, sink_device_for(r), &staging);
+        if (s && cr_mem_charge(CR_MEM_DECODE, staging, p->name, err) != 0) {
+            b->sink_free(s);
+            return -1;
+        }
+        p->sink = s;
+        p->staging = s ? staging : 0;
+        return 0;
+    }
     if (!b || !b->sink_open || r->alloc.devices < 1 || r->params.op == CR_OP_HISTOGRAM || p->scatter ||
         r->params.kernel.mode == CR_KERNEL_ALL)
         return 0;
@@ -315,10 +378,41 @@ static int header_parsed(cr_bin_request *r, cr_bin_part *p, cr_error *err)
     p->hdr = NULL;
     if (apply_bf16(r, p, err) || check_part(r, p, err) || check_limits(r, p, err))
         return -1;
-    p->scatter = strcmp(p->name, "c") == 0 && p->h.fortran_order;
+    /* a 2-D a or b in Fortran order is read as its transpose (finish_gemm flips the flag) */
+    p->scatter = p->h.fortran_order && r->params.op != CR_OP_HISTOGRAM &&
+                 (p->h.ndim > 2 || (p->h.ndim == 2 && (strcmp(p->name, "c") == 0 || r->params.op == CR_OP_COUNT)));
     if (open_sink(r, p, err) != 0)
         return -1;
     return p->sink || alloc_array(r, p, p->h.data_bytes, err) ? 0 : -1;
+}
+
+/* A tensor upload's raw bytes are ?shape= of ?dtype= (default: that many uint8). */
+static int raw_shape(cr_bin_request *r, cr_bin_part *p, uint64_t bytes, cr_error *err)
+{
+    const cr_params *q = &r->params;
+    p->h.dtype = q->tensor_upload ? q->raw_dtype : CR_DT_U8;
+    size_t es = cr_dtype_size(p->h.dtype);
+    if (!q->has_shape) {
+        if (bytes % es)
+            return cr_fail(err, 400, "invalid_field", "Content-Length", "%llu bytes are not whole %s elements",
+                           (unsigned long long)bytes, cr_dtype_name(p->h.dtype));
+        p->h.ndim = 1;
+        p->h.shape[0] = (int64_t)(bytes / es);
+    } else {
+        p->h.ndim = q->shape_rank;
+        uint64_t count = 1;
+        for (int d = 0; d < q->shape_rank; d++) {
+            p->h.shape[d] = q->shape[d];
+            if (__builtin_mul_overflow(count, (uint64_t)q->shape[d], &count))
+                count = UINT64_MAX;
+        }
+        if (count == UINT64_MAX || count * es != bytes)
+            return cr_fail(err, 400, "invalid_field", "shape", "shape and dtype make %llu elements of %zu bytes, the "
+                           "body has %llu bytes", (unsigned long long)count, es, (unsigned long long)bytes);
+    }
+    p->h.count = bytes / es;
+    p->h.data_bytes = bytes;
+    return 0;
 }
 
 cr_bin_part *cr_bin_start_raw(cr_bin_request *r, uint64_t bytes, cr_error *err)
@@ -327,11 +421,7 @@ cr_bin_part *cr_bin_start_raw(cr_bin_request *r, uint64_t bytes, cr_error *err)
     if (!p)
         return NULL;
     p->raw = true;
-    p->h.dtype = CR_DT_U8;
-    p->h.ndim = 1;
-    p->h.shape[0] = (int64_t)bytes;
-    p->h.count = p->h.data_bytes = bytes;
-    return header_parsed(r, p, err) ? NULL : p;
+    return raw_shape(r, p, bytes, err) || header_parsed(r, p, err) ? NULL : p;
 }
 
 /* Gathers header bytes until the parser can decide; returns how many of data it took. */
@@ -362,15 +452,27 @@ static int64_t feed_header(cr_bin_request *r, cr_bin_part *p, const char *data, 
     }
 }
 
-/* Element e of a Fortran-ordered rows x cols array goes to (e % rows, e / rows) in C order. */
+/* Element e of a Fortran-ordered array (its first index fastest) goes to its C-order place. */
+static uint64_t c_order_index(const cr_npy_header *h, uint64_t e)
+{
+    uint64_t at = 0, stride = 1;
+    int64_t idx[CR_NPY_MAX_DIMS];
+    for (int d = 0; d < h->ndim; d++) {
+        idx[d] = (int64_t)(e % (uint64_t)h->shape[d]);
+        e /= (uint64_t)h->shape[d];
+    }
+    for (int d = h->ndim - 1; d >= 0; d--) {
+        at += (uint64_t)idx[d] * stride;
+        stride *= (uint64_t)h->shape[d];
+    }
+    return at;
+}
+
 static void scatter_elements(cr_bin_part *p, const uint8_t *src, size_t n_elems, uint64_t e)
 {
     size_t es = cr_dtype_size(p->h.dtype);
-    uint64_t rows = (uint64_t)p->h.shape[0], cols = (uint64_t)p->h.shape[1];
-    for (size_t i = 0; i < n_elems; i++, e++) {
-        uint64_t at = (e % rows) * cols + e / rows;
-        memcpy((uint8_t *)p->data + at * es, src + i * es, es);
-    }
+    for (size_t i = 0; i < n_elems; i++, e++)
+        memcpy((uint8_t *)p->data + c_order_index(&p->h, e) * es, src + i * es, es);
 }
 
 static void scatter_copy(cr_bin_part *p, const uint8_t *src, size_t n)
@@ -485,23 +587,13 @@ static int check_complete(const cr_bin_part *p, cr_error *err)
     return 0;
 }
 
-static const cr_bin_part *required_part(cr_bin_request *r, const char *name, cr_error *err)
-{
-    const cr_bin_part *p = find_part(r, name);
-    if (!p)
-        cr_fail(err, 400, "missing_field", name, "part %s is required", name);
-    return p;
-}
-
 /* Output elements and bytes against the limits, as the JSON decoder checks them. */
-static int check_output(cr_bin_request *r, uint64_t rows, uint64_t cols, size_t es,
-                        const char *field, cr_error *err)
+static int check_output(cr_bin_request *r, uint64_t elems, size_t es, const char *field, cr_error *err)
 {
-    uint64_t elems, bytes, sum;
-    if (__builtin_mul_overflow(rows, cols, &elems) || elems > r->lim.max_elements)
-        return cr_fail(err, 413, "too_large", field, "the result would be %llu x %llu, over the "
-                       "limit of %llu elements", (unsigned long long)rows,
-                       (unsigned long long)cols, (unsigned long long)r->lim.max_elements);
+    uint64_t bytes, sum;
+    if (elems > r->lim.max_elements)
+        return cr_fail(err, 413, "too_large", field, "the result would have %llu elements, over the limit of %llu",
+                       (unsigned long long)elems, (unsigned long long)r->lim.max_elements);
     if (__builtin_mul_overflow(elems, (uint64_t)es, &bytes) ||
         __builtin_add_overflow(r->input_bytes, bytes, &sum) || sum > r->lim.max_total_bytes)
         return cr_fail(err, 413, "too_large", field,
@@ -510,74 +602,161 @@ static int check_output(cr_bin_request *r, uint64_t rows, uint64_t cols, size_t 
     return 0;
 }
 
-/* A Fortran-ordered (r, c) matrix is the C-ordered (c, r) bytes of its transpose: flip the
- * operand's transpose flag instead of moving any data. */
+/* An operand as the task takes it: a part (a 2-D one in Fortran order is the C-ordered transpose:
+ * the task's flag is flipped instead of moving data; a scattered one is in C order by now), or a
+ * resident tensor the query named. */
+typedef struct {
+    bool present;
+    cr_shape shape;
+    bool flip;
+    cr_dtype dt;
+    void *data;
+    int64_t count;
+} operand;
+
+static int operand_of(cr_bin_request *r, int slot, const char *name, bool required, operand *o, cr_error *err)
+{
+    memset(o, 0, sizeof *o);
+    const cr_bin_part *p = find_part(r, name);
+    struct cr_tensor *t = r->tensor[slot];
+    if (t) {
+        *o = (operand){true, *cr_tensor_shape(t), false, cr_tensor_dtype(t), cr_tensor_data(t),
+                       (int64_t)cr_shape_count(cr_tensor_shape(t))};
+        return 0;
+    }
+    if (!p)
+        return required ? cr_fail(err, 400, "missing_field", name, "part %s is required (or a tensor_%s)", name, name)
+                        : 0;
+    o->present = true;
+    o->shape = part_shape(p);
+    o->flip = p->h.fortran_order && p->h.ndim == 2 && !p->scatter;
+    if (o->flip) {
+        o->shape.dims[0] = p->h.shape[1];
+        o->shape.dims[1] = p->h.shape[0];
+    }
+    o->dt = p->h.dtype;
+    o->data = p->data;
+    o->count = (int64_t)p->h.count;
+    return 0;
+}
+
+/* One dtype for all operands (parts check each other as they arrive; tensors are checked here). */
+static int same_dtype(const operand *ops, const char *const *names, int n, cr_error *err)
+{
+    for (int i = 1; i < n; i++)
+        if (ops[i].present && ops[i].dt != ops[0].dt)
+            return cr_fail(err, 400, "invalid_field", names[i], "%s is %s but a is %s: one dtype for all matrices",
+                           names[i], cr_dtype_name(ops[i].dt), cr_dtype_name(ops[0].dt));
+    return 0;
+}
+
+/* The held tensors become the request's slots (their holds move with them). */
+static int bind_tensors(cr_bin_request *r, cr_error *err)
+{
+    for (int k = 0; k < MAX_PARTS; k++) {
+        if (!r->tensor[k])
+            continue;
+        struct cr_tensor *t = r->tensor[k];
+        r->tensor[k] = NULL;
+        if (cr_request_bind_tensor(&r->req, k, t, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* c broadcast within its matrices, expanded into whole ones in slot C (host memory only). */
+static int expand_c(cr_bin_request *r, const operand *c, const cr_shape *c_full, cr_error *err)
+{
+    if (r->req.buf_on_device[BUF_C] || (r->tensor[BUF_C] && cr_tensor_device(r->tensor[BUF_C]) >= 0))
+        return cr_fail(err, 400, "invalid_field", "c", "c broadcasts within its matrices and lies in device memory: "
+                       "send it whole (shape %lld x %lld)", (long long)r->req.task.u.gemm.m,
+                       (long long)r->req.task.u.gemm.n);
+    size_t es = cr_dtype_size(c->dt), n = (size_t)c->count;
+    void *copy = malloc(n * es + 1);
+    if (!copy)
+        return cr_fail(err, 503, "host_memory", "c", "out of memory");
+    memcpy(copy, c->data, n * es);
+    cr_tensor_release(r->tensor[BUF_C]); /* its bytes are copied: the expanded c is the request's own */
+    r->tensor[BUF_C] = NULL;
+    cr_shape e = cr_expanded_c_shape(c_full, &r->req.task);
+    void *p = cr_request_alloc_from(&r->req, BUF_C, (size_t)cr_shape_count(&e) * es, false, r->alloc.alloc,
+                                    r->alloc.free, err);
+    if (p)
+        cr_expand_c(copy, c_full, &r->req.task, p, es);
+    free(copy);
+    r->req.task.u.gemm.c_in = p;
+    return p ? 0 : -1;
+}
+
 static int finish_gemm(cr_bin_request *r, cr_error *err)
 {
-    const cr_bin_part *a, *b, *c;
+    static const char *const names[3] = {"a", "b", "c"};
     cr_gemm_task *g = &r->req.task.u.gemm;
     const cr_params *q = &r->params;
-    if (!(a = required_part(r, "a", err)) || !(b = required_part(r, "b", err)))
+    operand o[3];
+    if (operand_of(r, BUF_A, "a", true, &o[0], err) || operand_of(r, BUF_B, "b", true, &o[1], err) ||
+        operand_of(r, BUF_C, "c", false, &o[2], err) || same_dtype(o, names, 3, err))
         return -1;
-    c = find_part(r, "c");
-    g->m = q->trans_a ? a->h.shape[1] : a->h.shape[0];
-    g->k = q->trans_a ? a->h.shape[0] : a->h.shape[1];
-    int64_t kb = q->trans_b ? b->h.shape[1] : b->h.shape[0];
-    g->n = q->trans_b ? b->h.shape[0] : b->h.shape[1];
-    if (kb != g->k)
-        return cr_fail(err, 422, "shape_mismatch", "b",
-                       "op(a) is %lld x %lld but op(b) is %lld x %lld: inner dimensions differ",
-                       (long long)g->m, (long long)g->k, (long long)kb, (long long)g->n);
-    if (c && (c->h.shape[0] != g->m || c->h.shape[1] != g->n))
-        return cr_fail(err, 422, "shape_mismatch", "c", "c is %lld x %lld but the result is %lld x %lld",
-                       (long long)c->h.shape[0], (long long)c->h.shape[1], (long long)g->m,
-                       (long long)g->n);
-    if (check_output(r, (uint64_t)g->m, (uint64_t)g->n, cr_dtype_size(a->h.dtype), "b", err))
+    bool c_expand;
+    cr_shape c_full;
+    /* trans and Fortran order cancel on a 2-D operand: the task's flag says how its bytes lie */
+    if (cr_matmul_plan(&o[0].shape, &o[1].shape, o[2].present ? &o[2].shape : NULL, q->trans_a != o[0].flip,
+                       q->trans_b != o[1].flip, &r->req.task, &r->req.out_shape, &c_full, &c_expand, err))
         return -1;
-    r->req.task.dtype = a->h.dtype;
-    if (q->tf32_asked && a->h.dtype != CR_DT_F32)
+    r->req.shaped = true;
+    if (check_output(r, cr_shape_count(&r->req.out_shape), cr_dtype_size(o[0].dt), "b", err))
+        return -1;
+    r->req.task.dtype = o[0].dt;
+    if (q->tf32_asked && o[0].dt != CR_DT_F32)
         return cr_fail(err, 400, "unsupported", "precision",
-                       "precision tf32 needs float32 matrices, not %s", cr_dtype_name(a->h.dtype));
+                       "precision tf32 needs float32 matrices, not %s", cr_dtype_name(o[0].dt));
     r->req.task.precision = q->tf32_asked ? CR_PREC_TF32 : CR_PREC_DEFAULT;
-    g->trans_a = q->trans_a != a->h.fortran_order;
-    g->trans_b = q->trans_b != b->h.fortran_order;
     g->alpha = q->alpha;
     g->beta = q->beta;
-    g->a = a->data;
-    g->b = b->data;
-    g->c_in = c ? c->data : NULL;
-    return 0;
+    g->a = o[0].data;
+    g->b = o[1].data;
+    g->c_in = o[2].present ? o[2].data : NULL;
+    if (o[2].present && c_expand && expand_c(r, &o[2], &c_full, err))
+        return -1;
+    return bind_tensors(r, err);
 }
 
 static int finish_ata(cr_bin_request *r, cr_error *err)
 {
-    const cr_bin_part *a = required_part(r, "a", err);
     cr_ata_task *t = &r->req.task.u.ata;
-    if (!a)
+    operand a;
+    if (operand_of(r, BUF_A, "a", true, &a, err) || cr_ata_plan(&a.shape, a.flip, &r->req.task, &r->req.out_shape, err))
         return -1;
-    t->m = a->h.shape[0];
-    t->n = a->h.shape[1];
-    t->trans_a = a->h.fortran_order;
-    t->a = a->data;
-    r->req.task.dtype = a->h.dtype;
-    return check_output(r, (uint64_t)t->n, (uint64_t)t->n, cr_dtype_size(a->h.dtype), "a", err);
+    if (a.dt != CR_DT_F32 && a.dt != CR_DT_F64)
+        return cr_fail(err, 400, "invalid_field", "a", "a must be float32 or float64, got %s", cr_dtype_name(a.dt));
+    r->req.shaped = true;
+    t->a = a.data;
+    r->req.task.dtype = a.dt;
+    return check_output(r, cr_shape_count(&r->req.out_shape), cr_dtype_size(a.dt), "a", err) || bind_tensors(r, err)
+               ? -1
+               : 0;
 }
 
 /* numpy.histogram's defaults, except uint8: 256 bins, one per byte value (as the JSON form). */
 static int finish_histogram(cr_bin_request *r, cr_error *err)
 {
-    const cr_bin_part *d = required_part(r, "data", err);
     cr_hist_task *h = &r->req.task.u.hist;
     const cr_params *q = &r->params;
-    if (!d)
+    operand d;
+    if (operand_of(r, BUF_A, "data", true, &d, err))
         return -1;
-    cr_dtype dt = d->h.dtype;
+    cr_dtype dt = d.dt;
     r->req.task.dtype = dt;
     r->req.is_float_hist = dt != CR_DT_U8; /* edges in the answer, as numpy gives them */
-    h->data = d->data;
-    h->count = (int64_t)d->h.count;
+    h->data = d.data;
+    h->count = d.count;
     h->bins = q->bins ? q->bins : dt == CR_DT_U8 ? 256 : 10;
-    if (check_output(r, 1, (uint64_t)h->bins, sizeof(uint64_t), "bins", err))
+    if (check_output(r, (uint64_t)h->bins, sizeof(uint64_t), "bins", err))
+        return -1;
+    if (r->tensor[BUF_A] && cr_tensor_device(r->tensor[BUF_A]) >= 0 && r->req.is_float_hist)
+        return cr_fail(err, 400, "unsupported", "tensor_data", "float histogram data in device memory is not "
+                       "supported (its NaN and range checks run on the host): send it in the body");
+    if (bind_tensors(r, err))
         return -1;
     if (!q->has_range && dt == CR_DT_U8) { /* the byte domain: bin i holds byte value i */
         h->lo = 0.0;
@@ -601,6 +780,20 @@ static int finish_histogram(cr_bin_request *r, cr_error *err)
     cr_hist_range_explain(st, h->lo, h->hi, why, sizeof why);
     return q->has_range ? cr_fail(err, 400, "invalid_parameter", "range", "%s", why)
                         : cr_fail(err, 400, "invalid_field", "data", "no default range: %s", why);
+}
+
+int cr_bin_finish_array(cr_bin_request *r, cr_request *out, cr_shape *shape, cr_dtype *dt, cr_error *err)
+{
+    const cr_bin_part *p = r->n_parts ? &r->parts[0] : NULL;
+    if (!p)
+        return cr_fail(err, 400, "missing_field", "body", "the body holds no array");
+    if (check_complete(p, err))
+        return -1;
+    *shape = part_shape(p); /* C order: a Fortran-ordered array was scattered into it */
+    *dt = p->h.dtype;
+    *out = r->req;
+    memset(&r->req, 0, sizeof r->req);
+    return 0;
 }
 
 int cr_bin_finish(cr_bin_request *r, cr_request *out, cr_error *err)

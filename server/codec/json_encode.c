@@ -8,17 +8,37 @@
 
 #include "kernels/registry.h"
 #include "server/codec/json_buf.h"
+#include "server/engine/tensors.h"
 
 /* ---- pieces ---------------------------------------------------------------------------- */
 
-static void jb_matrix(cr_jbuf *b, int64_t rows, int64_t cols, const void *data, cr_dtype dt)
+static void jb_dims(cr_jbuf *b, const cr_shape *s)
 {
-    cr_jbuf_lit(b, "{\"rows\":");
-    cr_jbuf_u64(b, (uint64_t)rows);
-    cr_jbuf_lit(b, ",\"cols\":");
-    cr_jbuf_u64(b, (uint64_t)cols);
+    cr_jbuf_put(b, "[", 1);
+    for (int d = 0; d < s->rank; d++) {
+        if (d)
+            cr_jbuf_put(b, ",", 1);
+        cr_jbuf_u64(b, (uint64_t)s->dims[d]);
+    }
+    cr_jbuf_put(b, "]", 1);
+}
+
+/* A matrix as {"rows", "cols", "shape", "data"}; any other rank (a stack, a vector, a scalar) as
+ * {"shape", "data"}: the request's own forms, the data flat in C order. */
+static void jb_array(cr_jbuf *b, const cr_shape *s, const void *data, cr_dtype dt)
+{
+    cr_jbuf_put(b, "{", 1);
+    if (s->rank == 2) {
+        cr_jbuf_lit(b, "\"rows\":");
+        cr_jbuf_u64(b, (uint64_t)s->dims[0]);
+        cr_jbuf_lit(b, ",\"cols\":");
+        cr_jbuf_u64(b, (uint64_t)s->dims[1]);
+        cr_jbuf_put(b, ",", 1);
+    }
+    cr_jbuf_lit(b, "\"shape\":");
+    jb_dims(b, s);
     cr_jbuf_lit(b, ",\"data\":");
-    cr_jbuf_numbers(b, data, (uint64_t)rows * (uint64_t)cols, dt);
+    cr_jbuf_numbers(b, data, cr_shape_count(s), dt);
     cr_jbuf_put(b, "}", 1);
 }
 
@@ -42,7 +62,7 @@ static void jb_edges(cr_jbuf *b, const cr_hist_task *h, cr_dtype dt)
 
 /* A result written to shared memory, in the form an operand takes (json_shm.h): where, what
  * shape, what type; fed back as an operand it reads the same bytes. */
-static void jb_shm_result(cr_jbuf *b, const cr_request *r, const int64_t *shape, int rank, cr_dtype dt)
+static void jb_shm_result(cr_jbuf *b, const cr_request *r, const cr_shape *shape, cr_dtype dt)
 {
     cr_jbuf_lit(b, "{\"shm\":{\"region\":");
     cr_jbuf_string(b, r->result_shm.region);
@@ -50,13 +70,9 @@ static void jb_shm_result(cr_jbuf *b, const cr_request *r, const int64_t *shape,
     cr_jbuf_u64(b, r->result_shm.offset);
     cr_jbuf_lit(b, ",\"byte_size\":");
     cr_jbuf_u64(b, r->result_shm.bytes);
-    cr_jbuf_lit(b, "},\"shape\":[");
-    for (int d = 0; d < rank; d++) {
-        if (d)
-            cr_jbuf_put(b, ",", 1);
-        cr_jbuf_u64(b, (uint64_t)shape[d]);
-    }
-    cr_jbuf_lit(b, "],\"dtype\":");
+    cr_jbuf_lit(b, "},\"shape\":");
+    jb_dims(b, shape);
+    cr_jbuf_lit(b, ",\"dtype\":");
     cr_jbuf_string(b, cr_dtype_name(dt));
     cr_jbuf_put(b, "}", 1);
 }
@@ -65,8 +81,8 @@ static void jb_counts(cr_jbuf *b, const cr_request *r)
 {
     const cr_hist_task *h = &r->task.u.hist;
     if (r->result_shm.on) {
-        int64_t bins = h->bins;
-        jb_shm_result(b, r, &bins, 1, CR_DT_U64);
+        cr_shape bins = {.rank = 1, .dims = {h->bins}};
+        jb_shm_result(b, r, &bins, CR_DT_U64);
         return;
     }
     cr_jbuf_put(b, "[", 1);
@@ -92,26 +108,56 @@ static void jb_histogram(cr_jbuf *b, const cr_request *r)
     cr_jbuf_put(b, "}", 1);
 }
 
+/* A resident tensor's metadata, as POST /v1/tensors answers it (also for results kept as one). */
+void cr_jbuf_tensor(cr_jbuf *b, const char *id, const char *name, const cr_shape *shape, cr_dtype dt, uint64_t bytes,
+                    int device, double expires_at)
+{
+    cr_jbuf_lit(b, "{\"id\":");
+    cr_jbuf_string(b, id);
+    if (name && name[0]) {
+        cr_jbuf_lit(b, ",\"name\":");
+        cr_jbuf_string(b, name);
+    }
+    cr_jbuf_lit(b, ",\"shape\":");
+    jb_dims(b, shape);
+    cr_jbuf_lit(b, ",\"dtype\":");
+    cr_jbuf_string(b, cr_dtype_name(dt));
+    cr_jbuf_lit(b, ",\"bytes\":");
+    cr_jbuf_u64(b, bytes);
+    cr_jbuf_lit(b, ",\"device\":");
+    if (device >= 0) {
+        cr_jbuf_u64(b, (uint64_t)device);
+    } else {
+        cr_jbuf_lit(b, "\"host\"");
+    }
+    cr_jbuf_lit(b, ",\"expires_at\":");
+    if (expires_at > 0)
+        cr_jbuf_f64(b, nearbyint(expires_at * 1e3) / 1e3);
+    else
+        cr_jbuf_lit(b, "null");
+    cr_jbuf_lit(b, ",\"instance\":");
+    cr_jbuf_string(b, cr_tensors_instance());
+    cr_jbuf_put(b, "}", 1);
+}
+
 static void jb_result(cr_jbuf *b, const cr_request *r)
 {
     const cr_task *t = &r->task;
-    if (r->result_shm.on && t->op != CR_OP_HISTOGRAM) {
-        int64_t shape[2] = {t->op == CR_OP_GEMM ? t->u.gemm.m : t->u.ata.n,
-                            t->op == CR_OP_GEMM ? t->u.gemm.n : t->u.ata.n};
-        jb_shm_result(b, r, shape, 2, t->dtype);
+    cr_shape shape = cr_request_result_shape(r);
+    if (r->result_tensor.id[0]) { /* kept on the device: where, not what */
+        cr_dtype dt = t->op == CR_OP_HISTOGRAM ? CR_DT_U64 : t->dtype;
+        cr_jbuf_lit(b, "{\"tensor\":");
+        cr_jbuf_tensor(b, r->result_tensor.id, r->result_tensor.name, &shape, dt,
+                       cr_shape_count(&shape) * cr_dtype_size(dt), r->result_tensor.device, r->result_tensor.expires_at);
+        cr_jbuf_put(b, "}", 1);
         return;
     }
-    switch (t->op) {
-    case CR_OP_GEMM:
-        jb_matrix(b, t->u.gemm.m, t->u.gemm.n, t->u.gemm.c_out, t->dtype);
-        break;
-    case CR_OP_ATA:
-        jb_matrix(b, t->u.ata.n, t->u.ata.n, t->u.ata.c_out, t->dtype);
-        break;
-    default:
+    if (t->op == CR_OP_HISTOGRAM)
         jb_histogram(b, r);
-        break;
-    }
+    else if (r->result_shm.on)
+        jb_shm_result(b, r, &shape, t->dtype);
+    else
+        jb_array(b, &shape, cr_task_output(t), t->dtype);
 }
 
 /* Milliseconds to the nanosecond: full double precision would only add noise digits. */
@@ -236,6 +282,14 @@ char *cr_json_job_result(const cr_job *j, const char *backend, size_t *len)
     jb_timings(&b, &j->ms);
     cr_jbuf_key(&b, "batch", false);
     cr_jbuf_u64(&b, (uint64_t)(j->batch > 0 ? j->batch : 1));
+    if (t->stack.rank > 0) { /* a stack is its own batch: its shape and how many products it made */
+        cr_shape dims = {.rank = t->stack.rank};
+        memcpy(dims.dims, t->stack.dims, sizeof dims.dims[0] * (size_t)dims.rank);
+        cr_jbuf_key(&b, "stack", false);
+        jb_dims(&b, &dims);
+        cr_jbuf_key(&b, "matrices", false);
+        cr_jbuf_u64(&b, (uint64_t)t->stack.count);
+    }
     cr_jbuf_key(&b, rate_name(t->op), false);
     cr_jbuf_f64(&b, job_rate(t, j->ms.kernel));
     if (j->compare && j->n_compare > 0) {

@@ -86,10 +86,10 @@ static int parse_shape(const cJSON *shape, const char *field, int rank, const cr
     if (!shape)
         return cr_fail(err, 400, "missing_field", where, "%s is required with shm", where);
     int n = cJSON_IsArray(shape) ? cJSON_GetArraySize(shape) : -1;
-    if (rank ? n != rank : (n < 1 || n > CR_JSHM_MAX_RANK))
-        return rank ? cr_fail(err, 400, "invalid_field", where, "%s must be a list of %d dimensions", where, rank)
-                    : cr_fail(err, 400, "invalid_field", where, "%s must be a list of 1 to %d dimensions", where,
-                              CR_JSHM_MAX_RANK);
+    if (rank > 0 ? n != rank : (n < 1 || n > CR_JSHM_MAX_RANK))
+        return rank > 0 ? cr_fail(err, 400, "invalid_field", where, "%s must be a list of %d dimensions", where, rank)
+                        : cr_fail(err, 400, "invalid_field", where, "%s must be a list of 1 to %d dimensions", where,
+                                  CR_JSHM_MAX_RANK);
     out->rank = n;
     out->count = 1;
     int d = 0;
@@ -97,7 +97,7 @@ static int parse_shape(const cJSON *shape, const char *field, int rank, const cr
         uint64_t v;
         if (get_count(e, where, &v, err))
             return -1;
-        if (rank && v < 1)
+        if (rank != 0 && v < 1)
             return cr_fail(err, 400, "invalid_field", where, "%s: matrix dimensions must be >= 1", where);
         out->shape[d] = (int64_t)v;
         if (__builtin_mul_overflow(out->count, v, &out->count))

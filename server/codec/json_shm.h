@@ -41,8 +41,10 @@ bool cr_jshm_is_operand(const cJSON *node);
 const char *cr_jshm_dtype_of(const cJSON *node);
 
 /* Reads operand node (shm, shape, dtype and nothing else; each once): a shape of exactly rank
- * dimensions of at least 1 (rank 0: 1 to CR_JSHM_MAX_RANK dimensions of at least 0, flattened)
- * and its elements against lim (413 naming field). -1 with err (field: field, or field.member). */
+ * dimensions of at least 1 (rank 0: 1 to CR_JSHM_MAX_RANK dimensions of at least 0, flattened;
+ * CR_JSHM_MATRIX: 1 to CR_JSHM_MAX_RANK of at least 1, a matrix operand or a stack of them) and
+ * its elements against lim (413 naming field). -1 with err (field: field, or field.member). */
+#define CR_JSHM_MATRIX (-1)
 int cr_jshm_measure(const cJSON *node, const char *field, int rank, const cr_limits *lim, cr_jshm_operand *out,
                     cr_error *err);
 

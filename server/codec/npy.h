@@ -48,8 +48,8 @@ const char *cr_npy_descr(cr_dtype dt);
 
 /* Writes a version 1.0 header (C order) for an array of dt and shape into out, padded with
  * spaces so the data starts at a multiple of 64 bytes; returns its length, 0 when it does not
- * fit in cap (CR_NPY_WRITE_MAX is enough for any rank <= 4). */
-#define CR_NPY_WRITE_MAX 256
+ * fit in cap (CR_NPY_WRITE_MAX is enough for any rank <= 8, every dimension up to 2^63). */
+#define CR_NPY_WRITE_MAX 384
 size_t cr_npy_write_header(char *out, size_t cap, cr_dtype dt, int ndim, const int64_t *shape);
 
 #endif

@@ -23,6 +23,64 @@ static const cr_kernel *host_row(const cr_task *t)
     return k && cr_kernel_check(k, t, NULL, 0) == CR_KCHECK_OK ? k : NULL;
 }
 
+/* The smallest biased exponent of the non-zero elements (through *min_exp), and whether any is
+ * subnormal, infinite or NaN. */
+static bool f32_unusual(const uint32_t *x, int64_t n, unsigned *min_exp)
+{
+    unsigned bad = 0, mn = 255;
+    for (int64_t i = 0; i < n; i++) {
+        unsigned e = (x[i] >> 23) & 0xffu, nz = (x[i] & 0x7fffffffu) != 0;
+        bad |= (e == 0 && nz) | (e == 0xffu);
+        mn = nz && e < mn ? e : mn;
+    }
+    *min_exp = mn;
+    return bad != 0;
+}
+
+static bool f64_unusual(const uint64_t *x, int64_t n, unsigned *min_exp)
+{
+    unsigned bad = 0, mn = 2047;
+    for (int64_t i = 0; i < n; i++) {
+        unsigned e = (unsigned)(x[i] >> 52) & 0x7ffu, nz = (x[i] & 0x7fffffffffffffffull) != 0;
+        bad |= (e == 0 && nz) | (e == 0x7ffu);
+        mn = nz && e < mn ? e : mn;
+    }
+    *min_exp = mn;
+    return bad != 0;
+}
+
+static bool unusual(const void *x, int64_t n, cr_dtype dt, unsigned *min_exp)
+{
+    return dt == CR_DT_F32 ? f32_unusual(x, n, min_exp) : f64_unusual(x, n, min_exp);
+}
+
+/* Whether the CPU multiplies these operands at its full rate. An x86 core takes a microcode assist
+ * for every subnormal input or result: perf_analyzer's default data (random bit patterns, a
+ * subnormal product in every other multiply) made a 64x64 GEMM on the host path cost ~800 us of
+ * CPU on the H200 machine against ~100 us for ordinary numbers, while a GPU runs them at full
+ * speed. So the host takes operands with no subnormal, infinite or NaN element and whose smallest
+ * magnitudes cannot multiply into a subnormal; anything else goes to the device. The scan reads
+ * the operands once (a few microseconds at the host path's sizes). */
+static bool cpu_friendly(const cr_task *t)
+{
+    if (t->dtype != CR_DT_F32 && t->dtype != CR_DT_F64)
+        return true;
+    unsigned ea = 0, eb = 0, ec = 0, bias = t->dtype == CR_DT_F32 ? 127 : 1023, emin = 1; /* normal */
+    int64_t per = cr_task_operand_matrices(t, CR_STACK_A);
+    if (t->op == CR_OP_ATA) {
+        const cr_ata_task *a = &t->u.ata;
+        return !unusual(a->a, a->m * a->n * per, t->dtype, &ea) && 2 * ea >= bias + emin + 2;
+    }
+    const cr_gemm_task *g = &t->u.gemm;
+    bool bad = unusual(g->a, g->m * g->k * cr_task_operand_matrices(t, CR_STACK_A), t->dtype, &ea) ||
+               unusual(g->b, g->k * g->n * cr_task_operand_matrices(t, CR_STACK_B), t->dtype, &eb) ||
+               (g->c_in && g->beta != 0 &&
+                unusual(g->c_in, g->m * g->n * cr_task_operand_matrices(t, CR_STACK_C), t->dtype, &ec));
+    /* a product of magnitudes 2^(ea-bias) and 2^(eb-bias) is normal from 2^(1-bias) up, with
+     * two binades to spare for rounding and alpha */
+    return !bad && ea + eb >= bias + emin + 2;
+}
+
 /* A limit of 0 is "never", even for an empty job's 0 flops. */
 static bool small_enough(const cr_config *c, const cr_task *t)
 {
@@ -37,7 +95,7 @@ static const cr_kernel *host_choice(const cr_engine *e, const cr_job *j)
 {
     const cr_task *t = &j->req.task;
     if (j->async || j->req.kernel.mode != CR_KERNEL_AUTO || j->debug_delay_ms > 0 || j->req.on_device ||
-        atomic_load(&e->draining) || !small_enough(e->cfg, t))
+        atomic_load(&e->draining) || !small_enough(e->cfg, t) || (t->op != CR_OP_HISTOGRAM && !cpu_friendly(t)))
         return NULL;
     return host_row(t);
 }

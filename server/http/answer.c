@@ -48,24 +48,6 @@ static void free_body(void *cls)
     free(b);
 }
 
-/* The result's shape: (m, n), (n, n) or (bins,). */
-static int result_shape(const cr_task *t, int64_t shape[2], cr_dtype *dt)
-{
-    *dt = t->dtype;
-    switch (t->op) {
-    case CR_OP_GEMM:
-        shape[0] = t->u.gemm.m;
-        shape[1] = t->u.gemm.n;
-        return 2;
-    case CR_OP_ATA:
-        shape[0] = shape[1] = t->u.ata.n;
-        return 2;
-    default:
-        shape[0] = t->u.hist.bins;
-        *dt = CR_DT_U64;
-        return 1;
-    }
-}
 
 static void add_number(struct MHD_Response *r, const char *name, double v)
 {
@@ -109,6 +91,10 @@ static void add_headers(cr_conn *c, struct MHD_Response *r, const cr_job *j)
     char batch[16];
     snprintf(batch, sizeof batch, "%d", j->batch > 0 ? j->batch : 1);
     MHD_add_response_header(r, "X-Crunchd-Batch", batch);
+    if (t->stack.rank > 0) { /* the .npy's shape says the rest */
+        snprintf(batch, sizeof batch, "%lld", (long long)t->stack.count);
+        MHD_add_response_header(r, "X-Crunchd-Matrices", batch);
+    }
     MHD_add_response_header(r, "X-Crunchd-Dtype", cr_dtype_name(t->dtype));
     double work = t->op == CR_OP_HISTOGRAM ? cr_task_bytes(t) : cr_task_flops(t);
     double rate = ms->kernel > 0 ? work / (ms->kernel * 1e-3) / 1e9 : 0.0;
@@ -213,13 +199,12 @@ static struct MHD_Response *streamed_response(cr_conn *c, npy_body *b, const cr_
 
 static enum MHD_Result send_npy(cr_conn *c, cr_job *j)
 {
-    int64_t shape[2];
-    cr_dtype dt;
-    int ndim = result_shape(&j->req.task, shape, &dt);
+    cr_shape shape = cr_request_result_shape(&j->req); /* a stack's whole shape */
+    cr_dtype dt = j->req.task.op == CR_OP_HISTOGRAM ? CR_DT_U64 : j->req.task.dtype;
     npy_body *b = calloc(1, sizeof *b);
     if (!b)
         return MHD_NO;
-    b->header_len = cr_npy_write_header(b->header, sizeof b->header, dt, ndim, shape);
+    b->header_len = cr_npy_write_header(b->header, sizeof b->header, dt, shape.rank, shape.dims);
     b->data = cr_task_output(&j->req.task);
     b->data_len = cr_task_output_bytes(&j->req.task);
     if (!b->header_len || (!b->data && b->data_len)) {
@@ -242,7 +227,8 @@ enum MHD_Result cr_send_job(cr_conn *c, cr_job *j)
     size_t len = 0;
     if (atomic_load(&j->state) != CR_JOB_DONE)
         return cr_send_error(c, &j->error);
-    if (wants_npy(c) && !j->req.result_shm.on) /* errors, and results left in shared memory, stay JSON */
+    /* errors, and results left in shared memory or kept as tensors, stay JSON */
+    if (wants_npy(c) && !j->req.result_shm.on && !j->req.result_tensor.id[0])
         return send_npy(c, j);
     cr_error err;
     if (cr_json_nonfinite_result(j, &err) < 0)

@@ -71,6 +71,7 @@ struct cr_conn {
     char *body;
     size_t len, cap, limit;
     struct cr_upload *upload; /* a binary body being streamed into its arrays (upload.c) */
+    struct cr_ks_upload *ks_upload; /* a KServe binary body read by the direct path (kserve_direct.c) */
     struct cr_inflater *inflater; /* decodes a body sent with Content-Encoding (body_coding.c) */
     size_t wire_len;         /* a coded body's bytes as sent (len counts them decoded) */
     bool vary_encoding;      /* the answer could have been compressed: Vary: Accept-Encoding */
@@ -89,6 +90,7 @@ struct cr_conn {
     bool close_after;        /* the answer closes the connection (its framing cannot be trusted) */
     bool has_pending;        /* an error to answer once resumed */
     bool body_refused;       /* the body was refused mid-way (memory budget): pending says why */
+    bool body_ignored;       /* GET/DELETE: a body sent anyway is read and dropped, as HTTP allows */
     cr_error pending;
     int status;
     char error_code[32];

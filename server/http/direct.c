@@ -16,11 +16,22 @@
 #include "server/http/request_id.h"
 #include "server/http/routes.h"
 #include "server/http/upload.h"
+#include "server/codec/media_type.h"
+#include "server/kserve/kserve.h"
 
 static bool is_direct_route(const char *path)
 {
     return !strcmp(path, "/v1/gemm") || !strcmp(path, "/v1/ata") || !strcmp(path, "/v1/histogram") ||
-           !strcmp(path, "/v1/jobs");
+           !strcmp(path, "/v1/jobs") || !strcmp(path, "/v1/tensors");
+}
+
+/* POST /v2/models/{model}[/versions/{v}]/infer: what cr_route_find would match. */
+static bool is_kserve_infer(const char *path)
+{
+    char allow[128];
+    const char *id = NULL;
+    const cr_route *r = cr_route_find("POST", path, &id, allow, sizeof allow);
+    return r && r->handler == cr_kserve_infer;
 }
 
 /* Decimal digits only, no sign or space, at most 18 of them (no overflow). */
@@ -33,17 +44,29 @@ static bool parse_length(const char *v, unsigned long long *out)
     return true;
 }
 
+/* A binary upload of ours (.npy, multipart, raw bytes to /v1), or a KServe inference request with
+ * binary tensors (Inference-Header-Content-Length; JSON-only bodies stay with libmicrohttpd). */
+static bool direct_body(const cr_head *hd)
+{
+    unsigned long long hl;
+    const char *ct = cr_head_get(hd, "Content-Type");
+    if (is_direct_route(hd->path))
+        return cr_head_count(hd, "Content-Type") == 1 && cr_upload_takes(ct);
+    return is_kserve_infer(hd->path) && cr_head_count(hd, "Inference-Header-Content-Length") == 1 &&
+           parse_length(cr_head_get(hd, "Inference-Header-Content-Length"), &hl) && cr_head_count(hd, "Content-Type") <= 1 &&
+           (!ct || cr_media_type_is(ct, "application/octet-stream") || cr_media_type_is(ct, "application/json"));
+}
+
 bool cr_direct_takes(cr_http *h, const cr_head *hd, int min_kb)
 {
     const cr_config *cfg = h->deps.cfg;
     unsigned long long length = 0;
     const char *expect = cr_head_get(hd, "Expect");
     const char *id = cr_head_get(hd, "X-Request-Id");
-    return min_kb > 0 && strcmp(hd->method, "POST") == 0 && is_direct_route(hd->path) &&
+    return min_kb > 0 && strcmp(hd->method, "POST") == 0 && direct_body(hd) &&
            cr_head_count(hd, "Content-Length") == 1 && parse_length(cr_head_get(hd, "Content-Length"), &length) &&
            length >= (unsigned long long)min_kb << 10 &&
            length <= (unsigned long long)cfg->max_body_mb << 20 &&
-           cr_head_count(hd, "Content-Type") == 1 && cr_upload_takes(cr_head_get(hd, "Content-Type")) &&
            cr_head_count(hd, "Host") == 1 && !cr_head_get(hd, "Transfer-Encoding") &&
            !cr_head_get(hd, "Content-Encoding") && (!expect || strcasecmp(expect, "100-continue") == 0) &&
            cr_head_count(hd, "X-Request-Id") <= 1 && (!id || cr_request_id_valid(id)) &&
@@ -93,6 +116,7 @@ static cr_conn *conn_new(cr_http *h, cr_direct *d, const struct sockaddr *peer, 
     c->t0 = cr_now();
     c->handler = r->handler;
     c->label = r->label;
+    c->kserve = r->kserve;
     c->fd = d->fd;
     cr_peer_from_addr(peer, d->fd, &c->peer);
     cr_request_id_take(cr_head_get(hd, "X-Request-Id"), c->request_id);
@@ -111,7 +135,9 @@ static int read_body(cr_conn *c, cr_direct *d)
         return 0;
     int rc = !d->pending && d->expect_continue ? send_continue(d, timeout_s) : 0;
     if (rc == 0)
-        rc = d->pending || !c->upload ? cr_body_stream_discard(&d->body) : cr_upload_receive(c, &d->body);
+        rc = d->pending || (!c->upload && !c->ks_upload) ? cr_body_stream_discard(&d->body)
+             : c->ks_upload                              ? cr_kserve_direct_receive(c, &d->body)
+                                                         : cr_upload_receive(c, &d->body);
     d->body_read = true;
     if (rc == 0)
         return 0;
@@ -142,7 +168,7 @@ bool cr_direct_serve(cr_http *h, int fd, const struct sockaddr *peer, const cr_h
                         cfg->read_timeout_s, cfg->min_body_rate_kbs, cfg->conn_timeout_s, stop);
     /* MHD_NO with nothing answered: out of memory; the connection closes, as libmicrohttpd's
      * would (logged 499 on both paths) */
-    bool began = cr_upload_begin(c) == MHD_YES || d->pending || d->written;
+    bool began = (c->kserve ? cr_kserve_direct_begin(c) : cr_upload_begin(c)) == MHD_YES || d->pending || d->written;
     int broke = began ? read_body(c, d) : 499;
     if (!broke && d->pending) {
         struct MHD_Response *r = d->pending;

@@ -9,6 +9,7 @@
 #include "server/http/body_coding.h"
 #include "server/http/submit.h"
 #include "server/http/upload.h"
+#include "server/kserve/kserve.h"
 #include "server/obs/log.h"
 
 static void shape_of(const cr_job *j, char *out, size_t n)
@@ -53,6 +54,7 @@ void cr_conn_end(cr_conn *c, int unanswered)
     log_request(c);
     cr_sync_forget(c);
     cr_upload_free(c);
+    cr_kserve_direct_free(c);
     cr_body_coding_free(c);
     if (c->ctx_free)
         c->ctx_free(c->ctx);

@@ -5,6 +5,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "server/codec/answer_deflate.h"
+
 #include "server/http/conn.h"
 
 /* A request header's value, or NULL. */
@@ -12,9 +14,15 @@ const char *cr_header(cr_conn *c, const char *name);
 /* Calls it on each query parameter (decoded; value NULL for a bare key) until it says MHD_NO
  * (it may be NULL: only count). How many it saw. */
 int cr_query_each(cr_conn *c, MHD_KeyValueIterator it, void *cls);
+/* The query parameter key's value ("" for a bare key), or NULL when absent. */
+const char *cr_query_value(cr_conn *c, const char *key);
 
 /* Sends body (malloc'd; owned from here on, NULL means out of memory: a 503 goes instead). */
 enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *body, size_t len);
+/* The same for a body of up to two spans (a header, then a buffer kept elsewhere: a job's output),
+ * valid until done(cls) is called once the answer is sent (or could not be). */
+enum MHD_Result cr_send_spans(cr_conn *c, int status, const char *content_type, const cr_span *spans, int n,
+                              void (*done)(void *cls), void *cls);
 /* A copy of a constant text. */
 enum MHD_Result cr_send_text(cr_conn *c, int status, const char *content_type, const char *text);
 /* A cJSON document as compact JSON; takes and deletes doc. */

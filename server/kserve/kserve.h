@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "server/error.h"
+#include "server/http/body_stream.h"
 #include "server/http/conn.h"
 
 /* Route handlers (rows of server/http/routes.c's table marked kserve). */
@@ -35,5 +36,14 @@ enum MHD_Result cr_kserve_cuda_shm_unregister(cr_conn *c);
  * application/octet-stream), a well-formed Inference-Header-Content-Length, and the body limit
  * (--max-body-mb with binary tensors, --max-json-mb without). MHD_YES, or the refusal sent. */
 enum MHD_Result cr_kserve_begin(cr_conn *c);
+
+/* An inference request with binary tensors on the direct path (server/http/direct.h), read by us
+ * instead of libmicrohttpd (kserve_direct.c): begin checks the head as cr_kserve_begin does (a
+ * refusal is answered once the body has been read and dropped); receive reads the JSON header
+ * into memory, decodes it, and receives each binary tensor straight into its buffer (0, or -1
+ * when the connection failed); cr_kserve_infer then runs what was decoded. */
+enum MHD_Result cr_kserve_direct_begin(cr_conn *c);
+int cr_kserve_direct_receive(cr_conn *c, cr_body_stream *s);
+void cr_kserve_direct_free(cr_conn *c);
 
 #endif

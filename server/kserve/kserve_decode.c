@@ -12,7 +12,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "server/codec/json_array.h"
 #include "server/codec/json_matrix.h"
+#include "server/engine/tensors.h"
 #include "server/kserve/kserve_internal.h"
 #include "kernels/hist_range.h"
 
@@ -27,9 +29,11 @@ typedef struct {
     bool present;
     int index; /* position in "inputs", for messages */
     cr_dtype dt;
-    int64_t shape[2];
+    cr_shape shape;
     uint64_t count;
     const cJSON *data; /* JSON numbers, or NULL for binary */
+    cr_jarray json;    /* data's form and shape, measured */
+    cr_tensor *tensor; /* parameters.tensor: a resident tensor, held until the slot takes it */
     bool binary;       /* binary: its bytes are the binary section's [bin_off, + count * size) */
     uint64_t bin_off;
     cr_ks_shm shm;     /* or in a registered shared-memory region (kserve_shm.c) */
@@ -50,6 +54,9 @@ typedef struct {
     const cr_jfast *fast; /* the header's numeric arrays, outside cJSON */
     ks_input in[CR_KS_MAX_IO];
     cr_ks_source *src; /* the binary section after the header; NULL when none */
+    const char *owner; /* who asks: the resident tensors inputs name are theirs */
+    cr_shape c_full;   /* gemm: c aligned with the result (server/shape.h) */
+    bool c_expand;     /* c broadcasts within its matrices: expanded once filled */
     uint64_t bin_used;
     ks_params p;
 } ks_ctx;
@@ -229,7 +236,9 @@ static int parse_params(const cJSON *root, ks_ctx *x, cr_error *err)
 
 /* ---- inputs: measuring ---------------------------------------------------------------------- */
 
-static int input_shape(const cJSON *t, const cr_ks_tensor *spec, ks_input *in, const cr_limits *lim,
+/* Matrix operands (gemm, ata) of 1 to 8 dimensions (a stack, a vector), c of 0 to 8 (it broadcasts);
+ * histogram data of any rank up to 8 (counted flat, as numpy.histogram flattens it). */
+static int input_shape(const ks_ctx *x, const cJSON *t, const cr_ks_tensor *spec, ks_input *in, const cr_limits *lim,
                        cr_error *err)
 {
     char field[64];
@@ -237,26 +246,30 @@ static int input_shape(const cJSON *t, const cr_ks_tensor *spec, ks_input *in, c
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
     if (!shape)
         return cr_fail(err, 400, "missing_field", field, "input %s has no shape", spec->name);
-    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != spec->rank)
-        return cr_fail(err, 400, "invalid_field", field,
-                       "input %s must have a shape of %d dimension%s", spec->name, spec->rank,
-                       spec->rank == 1 ? "" : "s");
+    bool matrix = spec->rank == 2, scalar_ok = !matrix || spec->optional; /* c may be a scalar */
+    /* a long list of numbers is a span (json_fastarray.h): its length is the fast path's */
+    int64_t n = cJSON_IsArray(shape) ? cr_jfast_size(x->fast, shape) : -1;
+    if (n < (scalar_ok ? 0 : 1) || n > CR_RANK_MAX)
+        return cr_fail(err, 400, "invalid_field", field, "input %s must have a shape of %d to %d dimensions%s",
+                       spec->name, scalar_ok ? 0 : 1, CR_RANK_MAX,
+                       matrix ? " (a matrix, a stack of them, or a vector)" : "");
+    in->shape.rank = (int)n;
     in->count = 1;
     int d = 0;
-    for (const cJSON *n = shape->child; n; n = n->next, d++) {
-        if (get_count(n, field, &in->shape[d], err))
+    for (const cJSON *e = shape->child; e; e = e->next, d++) {
+        if (get_count(e, field, &in->shape.dims[d], err))
             return -1;
-        if (spec->rank == 2 && in->shape[d] < 1)
+        if (matrix && in->shape.dims[d] < 1)
             return cr_fail(err, 400, "invalid_field", field,
                            "input %s: matrix dimensions must be >= 1", spec->name);
-        if (__builtin_mul_overflow(in->count, (uint64_t)in->shape[d], &in->count))
+        if (__builtin_mul_overflow(in->count, (uint64_t)in->shape.dims[d], &in->count))
             in->count = UINT64_MAX;
     }
     if (in->count > lim->max_elements)
         return cr_fail(err, 413, "too_large", spec->name,
                        "input %s has %llu elements, over the limit of %llu", spec->name,
                        (unsigned long long)in->count, (unsigned long long)lim->max_elements);
-    return 0;
+    return matrix && n > 0 ? cr_shape_check(&in->shape, spec->name, lim->max_stack, err) : 0;
 }
 
 static int input_datatype(const cJSON *t, const cr_ks_tensor *spec, ks_input *in, cr_error *err)
@@ -280,58 +293,30 @@ static int input_datatype(const cJSON *t, const cr_ks_tensor *spec, ks_input *in
                    spec->name, cJSON_IsString(n) ? name : cr_json_type_name(n), list);
 }
 
-/* Whether a matrix's JSON data is a list of rows (its first element a list), as a span or not. */
-static bool is_row_list(const cr_jfast *f, const cJSON *data)
+/* JSON data: a flat row-major list of exactly count numbers, or nested lists of exactly the
+ * declared shape (json_array.h reads either). */
+static int measure_json_data(const ks_ctx *x, const cJSON *data, const cr_ks_tensor *spec, ks_input *in,
+                             cr_error *err)
 {
-    const cr_jspan *s = cr_jfast_find(f, data);
-    return s ? s->rows > 0 : data->child && cJSON_IsArray(data->child);
-}
-
-static int bad_row(const char *field, int64_t i, const ks_input *in, cr_error *err)
-{
-    return cr_fail(err, 400, "invalid_field", field, "%s[%lld] is not a list of %lld numbers",
-                   field, (long long)i, (long long)in->shape[1]);
-}
-
-/* A list of shape[0] rows of shape[1] numbers each. */
-static int measure_rows(const cr_jfast *f, const cJSON *data, const char *field,
-                        const ks_input *in, cr_error *err)
-{
-    int64_t rows = cr_jfast_size(f, data);
-    if (rows != in->shape[0])
-        return cr_fail(err, 400, "invalid_field", field, "%s has %lld rows but the shape says %lld",
-                       field, (long long)rows, (long long)in->shape[0]);
-    const cr_jspan *s = cr_jfast_find(f, data);
-    if (s) { /* every row a list of numbers: the first of another length than shape[1] */
-        int64_t i = s->cols != in->shape[1] ? 0 : s->odd_row;
-        return i < 0 ? 0 : bad_row(field, i, in, err);
-    }
-    int64_t i = 0;
-    for (const cJSON *row = data->child; row; row = row->next, i++)
-        if (!cJSON_IsArray(row) || cr_jfast_size(f, row) != in->shape[1])
-            return bad_row(field, i, in, err);
-    return 0;
-}
-
-/* JSON data: a flat row-major list, or (matrices) a list of rows, with exactly count numbers. */
-static int measure_json_data(const ks_ctx *x, const cJSON *data, const cr_ks_tensor *spec,
-                             const ks_input *in, cr_error *err)
-{
-    char field[64];
+    char field[64], want[160], got[160];
     snprintf(field, sizeof field, "%s.data", spec->name);
     if (!cJSON_IsArray(data))
         return cr_fail(err, 400, "invalid_field", field, "%s must be a list of numbers, got %s",
                        field, cr_json_type_name(data));
-    if (spec->rank == 2 && is_row_list(x->fast, data))
-        return measure_rows(x->fast, data, field, in, err);
-    int64_t n = cr_jlist_count_in(x->fast, data, field, err);
-    if (n < 0)
+    if (cr_jarray_measure(x->fast, data, field, x->lim, &in->json, err))
         return -1;
-    if ((uint64_t)n != in->count)
-        return cr_fail(err, 400, "invalid_field", field,
-                       "%s has %lld numbers but the shape makes %llu", field, (long long)n,
-                       (unsigned long long)in->count);
-    return 0;
+    const cr_shape *s = &in->json.shape;
+    if (s->rank == 1 && (uint64_t)s->dims[0] == in->count)
+        return 0;
+    bool same = s->rank == in->shape.rank && !memcmp(s->dims, in->shape.dims, sizeof s->dims[0] * (size_t)s->rank);
+    if (same)
+        return 0;
+    cr_shape_format(&in->shape, want, sizeof want);
+    cr_shape_format(s, got, sizeof got);
+    if (s->rank == 1)
+        return cr_fail(err, 400, "invalid_field", field, "%s has %lld numbers but the shape makes %llu", field,
+                       (long long)s->dims[0], (unsigned long long)in->count);
+    return cr_fail(err, 400, "invalid_field", field, "%s is nested as %s but the shape says %s", field, got, want);
 }
 
 /* Binary data: the next binary_data_size bytes of the body, exactly the shape's size. */
@@ -362,12 +347,12 @@ static int measure_binary(const cJSON *size_node, const cr_ks_tensor *spec, ks_i
 }
 
 /* "parameters" of an input: binary_data_size, or where in shared memory its data is. */
-static int input_params(const cJSON *t, const cJSON **size, const char *name, cr_error *err)
+static int input_params(const cJSON *t, const cJSON **size, const cJSON **tensor, const char *name, cr_error *err)
 {
     static const char *const allowed[] = {"binary_data_size", "shared_memory_region",
-                                          "shared_memory_byte_size", "shared_memory_offset", NULL};
+                                          "shared_memory_byte_size", "shared_memory_offset", "tensor", NULL};
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(t, "parameters");
-    *size = NULL;
+    *size = *tensor = NULL;
     if (!p)
         return 0;
     if (!cJSON_IsObject(p))
@@ -376,6 +361,31 @@ static int input_params(const cJSON *t, const cJSON **size, const char *name, cr
     if (check_members(p, "an input's parameters", allowed, err))
         return -1;
     *size = cJSON_GetObjectItemCaseSensitive(p, "binary_data_size");
+    *tensor = cJSON_GetObjectItemCaseSensitive(p, "tensor");
+    if (*tensor && !cJSON_IsString(*tensor))
+        return cr_fail(err, 400, "invalid_field", name, "input %s: parameters.tensor must be a resident tensor's id or "
+                       "name", name);
+    return 0;
+}
+
+/* parameters.tensor: a resident tensor of the asker's (held from here), of the input's shape and
+ * datatype exactly. */
+static int measure_tensor(ks_ctx *x, const cJSON *ref, const cr_ks_tensor *spec, ks_input *in, cr_error *err)
+{
+    char field[64], want[160], got[160];
+    snprintf(field, sizeof field, "%s.parameters.tensor", spec->name);
+    if (!(in->tensor = cr_tensor_acquire(x->owner, ref->valuestring, field, err)))
+        return -1;
+    const cr_shape *s = cr_tensor_shape(in->tensor);
+    if (cr_tensor_dtype(in->tensor) != in->dt)
+        return cr_fail(err, 400, "invalid_field", field, "input %s is %s but tensor %.64s is %s", spec->name,
+                       cr_ks_datatype_name(in->dt), ref->valuestring, cr_dtype_name(cr_tensor_dtype(in->tensor)));
+    if (s->rank != in->shape.rank || memcmp(s->dims, in->shape.dims, sizeof s->dims[0] * (size_t)s->rank)) {
+        cr_shape_format(s, got, sizeof got);
+        cr_shape_format(&in->shape, want, sizeof want);
+        return cr_fail(err, 400, "invalid_field", field, "input %s has shape %s but tensor %.64s is %s", spec->name,
+                       want, ref->valuestring, got);
+    }
     return 0;
 }
 
@@ -397,17 +407,19 @@ static int measure_input(const cJSON *t, int index, ks_ctx *x, cr_error *err)
         return cr_fail(err, 400, "invalid_field", spec->name, "input %s appears twice", spec->name);
     in->present = true;
     in->index = index;
-    const cJSON *size, *data = cJSON_GetObjectItemCaseSensitive(t, "data");
+    const cJSON *size, *tensor, *data = cJSON_GetObjectItemCaseSensitive(t, "data");
     if (check_members(t, "an input", fields, err) || input_datatype(t, spec, in, err) ||
-        input_shape(t, spec, in, x->lim, err) || input_params(t, &size, spec->name, err) ||
+        input_shape(x, t, spec, in, x->lim, err) || input_params(t, &size, &tensor, spec->name, err) ||
         cr_ks_shm_parse(cJSON_GetObjectItemCaseSensitive(t, "parameters"), spec->name, &in->shm, err))
         return -1;
-    if ((data != NULL) + (size != NULL) + in->shm.on != 1)
+    if ((data != NULL) + (size != NULL) + in->shm.on + (tensor != NULL) != 1)
         return cr_fail(err, 400, "invalid_field", spec->name,
-                       "input %s needs exactly one of data, parameters.binary_data_size or "
-                       "parameters.shared_memory_region",
+                       "input %s needs exactly one of data, parameters.binary_data_size, "
+                       "parameters.shared_memory_region or parameters.tensor",
                        spec->name);
     in->data = data;
+    if (tensor)
+        return measure_tensor(x, tensor, spec, in, err);
     if (in->shm.on)
         return cr_ks_shm_measure(&in->shm, spec->name, in->count * cr_dtype_size(in->dt), err);
     return data ? measure_json_data(x, data, spec, in, err) : measure_binary(size, spec, in, x, err);
@@ -458,14 +470,14 @@ static int add_bytes(uint64_t *total, uint64_t elements, size_t es, const cr_lim
     return 0;
 }
 
-static int output_elements(uint64_t rows, uint64_t cols, const ks_ctx *x, const char *field,
-                           uint64_t *out, cr_error *err)
+static int output_elements(const cr_request *r, const ks_ctx *x, const char *field, uint64_t *out, cr_error *err)
 {
-    if (__builtin_mul_overflow(rows, cols, out) || *out > x->lim->max_elements)
-        return cr_fail(err, 413, "too_large", field,
-                       "the output would be %llu x %llu, over the limit of %llu elements",
-                       (unsigned long long)rows, (unsigned long long)cols,
-                       (unsigned long long)x->lim->max_elements);
+    char text[160];
+    *out = cr_shape_count(&r->out_shape);
+    cr_shape_format(&r->out_shape, text, sizeof text);
+    if (*out > x->lim->max_elements)
+        return cr_fail(err, 413, "too_large", field, "the output would have shape %s, over the limit of %llu elements",
+                       text, (unsigned long long)x->lim->max_elements);
     return 0;
 }
 
@@ -475,30 +487,21 @@ static int gemm_task(ks_ctx *x, cr_request *r, cr_error *err)
     const ks_input *a = &x->in[0], *b = &x->in[1], *c = &x->in[2];
     g->alpha = x->p.alpha;
     g->beta = x->p.beta;
-    g->trans_a = x->p.trans_a;
-    g->trans_b = x->p.trans_b;
-    g->m = a->shape[g->trans_a ? 1 : 0];
-    g->k = a->shape[g->trans_a ? 0 : 1];
-    int64_t kb = b->shape[g->trans_b ? 1 : 0];
-    g->n = b->shape[g->trans_b ? 0 : 1];
-    if (kb != g->k)
-        return cr_fail(err, 422, "shape_mismatch", "b",
-                       "op(a) is %lld x %lld but op(b) is %lld x %lld: inner dimensions differ",
-                       (long long)g->m, (long long)g->k, (long long)kb, (long long)g->n);
-    if (c->present && (c->shape[0] != g->m || c->shape[1] != g->n))
-        return cr_fail(err, 422, "shape_mismatch", "c",
-                       "c is %lld x %lld but the result is %lld x %lld", (long long)c->shape[0],
-                       (long long)c->shape[1], (long long)g->m, (long long)g->n);
+    if (cr_matmul_plan(&a->shape, &b->shape, c->present ? &c->shape : NULL, x->p.trans_a, x->p.trans_b, &r->task,
+                       &r->out_shape, &x->c_full, &x->c_expand, err))
+        return -1;
+    r->shaped = true;
     if (x->p.tf32 && r->task.dtype != CR_DT_F32)
         return cr_fail(err, 400, "unsupported", "precision",
                        "precision \"tf32\" needs FP32 inputs");
     r->task.precision = x->p.tf32 ? CR_PREC_TF32 : CR_PREC_DEFAULT;
     size_t es = cr_dtype_size(r->task.dtype);
-    uint64_t total = 0, out;
+    cr_shape e = c->present && x->c_expand ? cr_expanded_c_shape(&x->c_full, &r->task) : c->shape;
+    uint64_t total = 0, out, cn = c->present ? cr_shape_count(&e) : 0;
     return add_bytes(&total, a->count, es, x->lim, "a", err) ||
                    add_bytes(&total, b->count, es, x->lim, "b", err) ||
-                   add_bytes(&total, c->present ? c->count : 0, es, x->lim, "c", err) ||
-                   output_elements((uint64_t)g->m, (uint64_t)g->n, x, "c", &out, err) ||
+                   add_bytes(&total, cn, es, x->lim, "c", err) ||
+                   output_elements(r, x, "c", &out, err) ||
                    add_bytes(&total, out, es, x->lim, "c", err)
                ? -1
                : 0;
@@ -506,13 +509,13 @@ static int gemm_task(ks_ctx *x, cr_request *r, cr_error *err)
 
 static int ata_task(ks_ctx *x, cr_request *r, cr_error *err)
 {
-    cr_ata_task *t = &r->task.u.ata;
-    t->m = x->in[0].shape[0];
-    t->n = x->in[0].shape[1];
+    if (cr_ata_plan(&x->in[0].shape, false, &r->task, &r->out_shape, err))
+        return -1;
+    r->shaped = true;
     size_t es = cr_dtype_size(r->task.dtype);
     uint64_t total = 0, out;
     return add_bytes(&total, x->in[0].count, es, x->lim, "a", err) ||
-                   output_elements((uint64_t)t->n, (uint64_t)t->n, x, "c", &out, err) ||
+                   output_elements(r, x, "c", &out, err) ||
                    add_bytes(&total, out, es, x->lim, "c", err)
                ? -1
                : 0;
@@ -564,23 +567,28 @@ static void *fill_input(const ks_ctx *x, cr_request *r, int slot, cr_error *err)
     void *p = cr_request_alloc_buf(r, slot, bytes, false, err);
     if (!p)
         return NULL;
-    char field[64];
-    snprintf(field, sizeof field, "%s.data", spec->name);
-    if (!(spec->rank == 2 && is_row_list(x->fast, in->data)))
-        return cr_jlist_fill_in(x->fast, in->data, field, (int64_t)in->count, in->dt, p, err)
-                   ? NULL
-                   : p;
-    const cr_jspan *s = cr_jfast_find(x->fast, in->data);
-    if (s)
-        return cr_jrows_fill_in(x->fast, s, field, in->dt, p, err) ? NULL : p;
-    int64_t i = 0;
-    for (const cJSON *row = in->data->child; row; row = row->next, i++) {
-        snprintf(field, sizeof field, "%s.data[%lld]", spec->name, (long long)i);
-        if (cr_jlist_fill_in(x->fast, row, field, in->shape[1], in->dt,
-                             (char *)p + (size_t)(i * in->shape[1]) * es, err))
-            return NULL;
-    }
-    return p;
+    (void)spec;
+    return cr_jarray_fill(&in->json, in->dt, p, err) ? NULL : p;
+}
+
+/* c broadcast within its matrices (a row, a column, a scalar), made whole ones (shape.h). */
+static int expand_c(ks_ctx *x, cr_request *r, cr_error *err)
+{
+    if (r->buf_on_device[CR_BUF_C])
+        return cr_fail(err, 400, "unsupported", "c", "input c broadcasts within its matrices: send it in the body or "
+                       "in system shared memory, not CUDA shared memory");
+    size_t es = cr_dtype_size(r->task.dtype), n = (size_t)x->in[2].count;
+    void *copy = malloc(n * es + 1);
+    if (!copy)
+        return cr_fail(err, 503, "host_memory", "", "out of memory");
+    memcpy(copy, r->task.u.gemm.c_in, n * es);
+    cr_shape e = cr_expanded_c_shape(&x->c_full, &r->task);
+    void *p = cr_request_alloc_buf(r, CR_BUF_C, (size_t)cr_shape_count(&e) * es, false, err);
+    if (p)
+        cr_expand_c(copy, &x->c_full, &r->task, p, es);
+    free(copy);
+    r->task.u.gemm.c_in = p;
+    return p ? 0 : -1;
 }
 
 static int refuse_nan(const cr_hist_task *h, cr_dtype dt, cr_error *err)
@@ -592,10 +600,15 @@ static int refuse_nan(const cr_hist_task *h, cr_dtype dt, cr_error *err)
 }
 
 /* An input's buffer: its bytes in shared memory, as they are, or a copy of what the body holds. */
-static void *input_buffer(const ks_ctx *x, cr_request *r, int slot, cr_error *err)
+static void *input_buffer(ks_ctx *x, cr_request *r, int slot, cr_error *err)
 {
-    const ks_input *in = &x->in[slot];
+    ks_input *in = &x->in[slot];
     size_t es = cr_dtype_size(in->dt);
+    if (in->tensor) {
+        cr_tensor *t = in->tensor;
+        in->tensor = NULL; /* the slot's from here */
+        return cr_request_bind_tensor(r, slot, t, err) ? NULL : cr_tensor_data(t);
+    }
     if (in->shm.on)
         return cr_ks_shm_fill_input(r, slot, &in->shm, x->m->inputs[slot].name, in->count * es, es, err);
     return fill_input(x, r, slot, err);
@@ -634,7 +647,7 @@ static int fill_task(ks_ctx *x, cr_request *r, cr_error *err)
         r->task.u.gemm.a = p[0];
         r->task.u.gemm.b = p[1];
         r->task.u.gemm.c_in = p[2];
-        return 0;
+        return p[2] && x->c_expand ? expand_c(x, r, err) : 0;
     case CR_OP_ATA:
         r->task.u.ata.a = p[0];
         return 0;
@@ -764,26 +777,32 @@ static int read_memory(cr_ks_source *s, uint64_t off, void *dst, size_t n, cr_er
 int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
                  const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err)
 {
-    return cr_ks_decode_alloc(m, body, len, header_len, lim, (cr_host_allocator){0}, req, spec, err);
+    return cr_ks_decode_alloc(m, body, len, header_len, lim, (cr_host_allocator){0}, "", req, spec, err);
 }
 
 int cr_ks_decode_alloc(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
-                       const cr_limits *lim, cr_host_allocator alloc, cr_request *req, cr_ks_spec *spec,
-                       cr_error *err)
+                       const cr_limits *lim, cr_host_allocator alloc, const char *owner, cr_request *req,
+                       cr_ks_spec *spec, cr_error *err)
 {
     size_t hl = header_len < 0 ? len : (size_t)header_len;
     memory_source ms = {{len - hl, read_memory, alloc}, body + hl};
-    return cr_ks_decode_from(m, body, hl, header_len < 0 ? NULL : &ms.src, lim, req, spec, err);
+    return cr_ks_decode_from_as(m, body, hl, header_len < 0 ? NULL : &ms.src, lim, owner, req, spec, err);
 }
 
 int cr_ks_decode_from(const cr_ks_model *m, const char *header, size_t hl, cr_ks_source *src,
                       const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err)
 {
+    return cr_ks_decode_from_as(m, header, hl, src, lim, "", req, spec, err);
+}
+
+int cr_ks_decode_from_as(const cr_ks_model *m, const char *header, size_t hl, cr_ks_source *src, const cr_limits *lim,
+                         const char *owner, cr_request *req, cr_ks_spec *spec, cr_error *err)
+{
     memset(req, 0, sizeof *req);
     memset(spec, 0, sizeof *spec);
     spec->model = m;
     cr_jfast fast = {0};
-    ks_ctx x = {.m = m, .lim = lim, .fast = &fast, .src = src};
+    ks_ctx x = {.m = m, .lim = lim, .fast = &fast, .src = src, .owner = owner ? owner : ""};
     /* through the fast path (server/codec/json_fastarray.h): its numeric arrays never become
      * cJSON nodes, and what does is bounded */
     cJSON *root = cr_json_parse_document(header, hl, &fast, "the inference request",
@@ -791,6 +810,8 @@ int cr_ks_decode_from(const cr_ks_model *m, const char *header, size_t hl, cr_ks
     int rc = root ? decode_root(root, &x, req, spec, err) : -1;
     cJSON_Delete(root);
     cr_jfast_free(&fast);
+    for (int k = 0; k < CR_KS_MAX_IO; k++) /* a failed decode's held tensors */
+        cr_tensor_release(x.in[k].tensor);
     if (rc) {
         cr_request_free(req);
         cr_ks_spec_free(spec);

@@ -16,8 +16,7 @@
 typedef struct {
     const char *name;
     cr_dtype dt;
-    int rank;
-    int64_t shape[2];
+    cr_shape shape;
     const void *data; /* count elements of dt */
     uint64_t count;
 } tensor;
@@ -29,10 +28,10 @@ static void kb_tensor(cr_jbuf *b, const tensor *t, bool binary, const cr_ks_shm 
     cr_jbuf_lit(b, ",\"datatype\":");
     cr_jbuf_string(b, cr_ks_datatype_name(t->dt));
     cr_jbuf_lit(b, ",\"shape\":[");
-    for (int d = 0; d < t->rank; d++) {
+    for (int d = 0; d < t->shape.rank; d++) {
         if (d)
             cr_jbuf_put(b, ",", 1);
-        cr_jbuf_u64(b, (uint64_t)t->shape[d]);
+        cr_jbuf_u64(b, (uint64_t)t->shape.dims[d]);
     }
     cr_jbuf_put(b, "]", 1);
     if (shm->on) {
@@ -72,28 +71,17 @@ static int job_tensors(const cr_job *j, const cr_ks_spec *s, tensor *out, void *
 {
     const cr_task *t = &j->req.task;
     *edges = NULL;
-    if (t->op == CR_OP_GEMM) {
-        out[0] = (tensor){"c",
-                          t->dtype,
-                          2,
-                          {t->u.gemm.m, t->u.gemm.n},
-                          t->u.gemm.c_out,
-                          (uint64_t)(t->u.gemm.m * t->u.gemm.n)};
-    } else if (t->op == CR_OP_ATA) {
-        out[0] = (tensor){"c",
-                          t->dtype,
-                          2,
-                          {t->u.ata.n, t->u.ata.n},
-                          t->u.ata.c_out,
-                          (uint64_t)(t->u.ata.n * t->u.ata.n)};
-    } else {
-        const cr_hist_task *h = &t->u.hist;
-        out[0] = (tensor){"counts", CR_DT_U64, 1, {h->bins, 0}, h->counts, (uint64_t)h->bins};
-        cr_dtype edt = cr_hist_edge_dtype(t->dtype);
-        if (s->want[1] && !(*edges = hist_edges(h, edt)))
-            return -1;
-        out[1] = (tensor){"edges", edt, 1, {h->bins + 1, 0}, *edges, (uint64_t)h->bins + 1};
+    if (t->op != CR_OP_HISTOGRAM) { /* a stack's whole shape */
+        cr_shape shape = cr_request_result_shape(&j->req);
+        out[0] = (tensor){"c", t->dtype, shape, cr_task_output(t), cr_shape_count(&shape)};
+        return 0;
     }
+    const cr_hist_task *h = &t->u.hist;
+    out[0] = (tensor){"counts", CR_DT_U64, {.rank = 1, .dims = {h->bins}}, h->counts, (uint64_t)h->bins};
+    cr_dtype edt = cr_hist_edge_dtype(t->dtype);
+    if (s->want[1] && !(*edges = hist_edges(h, edt)))
+        return -1;
+    out[1] = (tensor){"edges", edt, {.rank = 1, .dims = {h->bins + 1}}, *edges, (uint64_t)h->bins + 1};
     return 0;
 }
 
@@ -146,7 +134,15 @@ int cr_ks_encode(const cr_job *j, const cr_ks_spec *s, const char *backend, cr_k
         }
     kb_header(&b, j, s, backend, ts);
     out->header_len = b.len;
+    int binary = 0;
     for (int k = 0; k < s->model->n_outputs; k++)
+        binary += s->want[k] && s->binary[k];
+    if (binary == 1 && s->want[0] && s->binary[0]) { /* the result alone: sent from where it is */
+        out->tail = ts[0].data;
+        out->tail_len = ts[0].count * cr_dtype_size(ts[0].dt);
+        binary = 0;
+    }
+    for (int k = 0; k < s->model->n_outputs && binary; k++)
         if (s->want[k] && s->binary[k])
             cr_jbuf_put(&b, ts[k].data, ts[k].count * cr_dtype_size(ts[k].dt));
     free(edges);

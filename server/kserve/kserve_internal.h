@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "server/codec/binary_decode.h"
+#include "server/http/conn.h"
 #include "server/engine/job.h"
 #include "server/kserve/shm_region.h"
 #include "server/kserve/shm_tensor.h"
@@ -84,13 +85,16 @@ typedef struct cr_ks_source {
  * -1 with err filled and *req and *spec freed. */
 int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
                  const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err);
-/* The same, binary inputs in buffers from alloc (the backend's host memory). */
+/* The same, binary inputs in buffers from alloc (the backend's host memory), for owner (whose
+ * resident tensors inputs may name: "parameters": {"tensor": "ID"}, server/engine/tensors.h). */
 int cr_ks_decode_alloc(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
-                       const cr_limits *lim, cr_host_allocator alloc, cr_request *req, cr_ks_spec *spec,
-                       cr_error *err);
+                       const cr_limits *lim, cr_host_allocator alloc, const char *owner, cr_request *req,
+                       cr_ks_spec *spec, cr_error *err);
 /* The JSON header (hl bytes) in memory, the binary section (if any: src) from src. */
 int cr_ks_decode_from(const cr_ks_model *m, const char *header, size_t hl, cr_ks_source *src,
                       const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err);
+int cr_ks_decode_from_as(const cr_ks_model *m, const char *header, size_t hl, cr_ks_source *src, const cr_limits *lim,
+                         const char *owner, cr_request *req, cr_ks_spec *spec, cr_error *err);
 void cr_ks_spec_free(cr_ks_spec *s);
 
 /* The shared_memory_* members of a tensor's "parameters" (an object, or NULL) into *out; out->on
@@ -110,6 +114,12 @@ int cr_ks_shm_outputs(cr_request *r, cr_ks_spec *s, cr_error *err);
  * that unregisters on reading the answer finds them free. */
 void cr_ks_shm_release_outputs(cr_request *r, cr_ks_spec *s);
 
+/* The model of the request's path (/v2/models/{model}[/versions/1]/...), or NULL with a 404 sent. */
+const cr_ks_model *cr_ks_path_model(cr_conn *c);
+/* A request the direct path decoded (kserve_direct.c): moved into *req and *spec (the caller's
+ * from here on); -1 with err when it was refused. */
+int cr_kserve_direct_take(cr_conn *c, cr_request *req, cr_ks_spec **spec, cr_error *err);
+
 /* Triton's per-model inference statistics (kserve_repo.c): one finished inference of model m. */
 void cr_ks_stats_record(const cr_ks_model *m, const cr_job *j);
 
@@ -118,7 +128,11 @@ void cr_ks_stats_record(const cr_ks_model *m, const cr_job *j);
 typedef struct {
     char *body;         /* malloc'd: the JSON header, then the binary outputs if any */
     size_t len;
-    size_t header_len;  /* == len when nothing is binary */
+    size_t header_len;  /* == len (and no tail) when nothing is binary */
+    /* When the one binary output is the job's result itself: it is not copied into body, which
+     * ends with the header; the answer sends these bytes of the job's output after it. */
+    const void *tail;
+    size_t tail_len;
 } cr_ks_response;
 
 /* The inference response of a finished (done) job; -1 when memory ran out. */

@@ -14,6 +14,7 @@
 #include "server/codec/json_encode.h"
 #include "server/http/respond.h"
 #include "server/http/submit.h"
+#include "server/engine/owned.h"
 #include "server/http/upload.h"
 #include "server/kserve/kserve_internal.h"
 
@@ -22,7 +23,7 @@
 /* ---- which model: /v2/models/{model}[/versions/{version}][/ready|/infer] ------------------- */
 
 /* The model of the path, or NULL with a 404 sent (unknown model, or a version other than 1). */
-static const cr_ks_model *path_model(cr_conn *c)
+const cr_ks_model *cr_ks_path_model(cr_conn *c)
 {
     size_t n = strcspn(c->id, "/");
     const cr_ks_model *m = cr_ks_model_find(c->id, n);
@@ -94,7 +95,7 @@ enum MHD_Result cr_kserve_ready(cr_conn *c)
 
 enum MHD_Result cr_kserve_model_ready(cr_conn *c)
 {
-    const cr_ks_model *m = path_model(c);
+    const cr_ks_model *m = cr_ks_path_model(c);
     return m ? send_ready(c, m->name) : MHD_YES;
 }
 
@@ -117,7 +118,7 @@ static cJSON *tensor_json(const cr_ks_tensor *t)
 
 enum MHD_Result cr_kserve_model_metadata(cr_conn *c)
 {
-    const cr_ks_model *m = path_model(c);
+    const cr_ks_model *m = cr_ks_path_model(c);
     if (!m)
         return MHD_YES;
     cJSON *doc = cJSON_CreateObject(), *versions = cJSON_CreateArray();
@@ -190,6 +191,38 @@ enum MHD_Result cr_kserve_begin(cr_conn *c)
     return MHD_YES;
 }
 
+/* An answer whose binary part is the job's result, sent straight from its buffer after the JSON
+ * header (an iovec on either transport: no copy of a 256x256 result per request); the job is
+ * kept until the answer has gone. */
+typedef struct {
+    cr_job *job;
+    char *header;
+} tail_answer;
+
+static void tail_answer_free(void *cls)
+{
+    tail_answer *a = cls;
+    cr_job_release(a->job);
+    free(a->header);
+    free(a);
+}
+
+static enum MHD_Result send_with_tail(cr_conn *c, cr_job *j, cr_ks_response *r)
+{
+    tail_answer *a = calloc(1, sizeof *a);
+    if (!a) {
+        free(r->body);
+        return cr_refuse(c, 503, "host_memory", "", "out of memory encoding the response");
+    }
+    cr_job_ref(j);
+    a->job = j;
+    a->header = r->body;
+    cr_span spans[2] = {{r->body, r->header_len}, {r->tail, r->tail_len}};
+    c->extra_header = HEADER_LEN;
+    snprintf(c->extra_value, sizeof c->extra_value, "%zu", r->header_len);
+    return cr_send_spans(c, 200, "application/octet-stream", spans, 2, tail_answer_free, a);
+}
+
 /* The job is finished: its shared-memory outputs are written (by the worker, or by the encoder
  * for edges) and released before the client can read the answer and unregister them. */
 static enum MHD_Result encode_done(cr_conn *c, cr_job *j)
@@ -208,10 +241,12 @@ static enum MHD_Result encode_done(cr_conn *c, cr_job *j)
     if (rc != 0)
         return cr_refuse(c, 503, "host_memory", "", "out of memory encoding the response");
     cr_error err;
-    if (r.header_len == r.len && cr_json_nonfinite_result(j, &err) < 0) {
+    if (r.header_len == r.len && !r.tail && cr_json_nonfinite_result(j, &err) < 0) {
         free(r.body);
         return cr_send_error(c, &err);
     }
+    if (r.tail)
+        return send_with_tail(c, j, &r);
     if (r.header_len == r.len)
         return cr_send(c, 200, "application/json", r.body, r.len);
     c->extra_header = HEADER_LEN;
@@ -225,31 +260,41 @@ static void spec_free(void *p)
     free(p);
 }
 
-enum MHD_Result cr_kserve_infer(cr_conn *c)
+/* The body libmicrohttpd read whole: decoded into *req, *spec (NULL when out of memory). */
+static int decode_body(cr_conn *c, const cr_ks_model *m, cr_request *req, cr_ks_spec **spec, cr_error *err)
 {
-    const cr_ks_model *m = path_model(c);
-    if (!m)
-        return MHD_YES;
-    cr_error err;
     int64_t hl = header_length(c); /* well-formed: cr_kserve_begin checked */
     if (hl > (int64_t)c->len)
-        return cr_refuse(c, 400, "invalid_parameter", HEADER_LEN,
-                      "%s %lld is larger than the body (%zu bytes)", HEADER_LEN, (long long)hl,
-                      c->len);
-    cr_ks_spec *spec = calloc(1, sizeof *spec);
-    if (!spec)
-        return cr_refuse(c, 503, "host_memory", "", "out of memory");
-    c->ctx = spec;
-    c->ctx_free = spec_free;
-    cr_request req;
+        return cr_fail(err, 400, "invalid_parameter", HEADER_LEN, "%s %lld is larger than the body (%zu bytes)",
+                       HEADER_LEN, (long long)hl, c->len);
+    if (!(*spec = calloc(1, sizeof **spec)))
+        return cr_fail(err, 503, "host_memory", "", "out of memory");
     cr_limits lim = cr_request_limits(c->h->deps.cfg);
-    if (cr_request_decode_charge(c->len, &err) < 0)
-        return cr_send_error(c, &err);
+    if (cr_request_decode_charge(c->len, err) < 0)
+        return -1;
     /* binary tensors into the backend's host memory (pinned on cuda), without its device sinks */
     cr_host_allocator alloc = cr_upload_allocator(c);
     alloc.sink = NULL;
-    int rc = cr_ks_decode_alloc(m, c->body ? c->body : "", c->len, hl, &lim, alloc, &req, spec, &err);
+    char owner[CR_OWNER_MAX];
+    cr_peer_client(&c->peer, c->authenticated, owner, sizeof owner);
+    int rc = cr_ks_decode_alloc(m, c->body ? c->body : "", c->len, hl, &lim, alloc, owner, req, *spec, err);
     cr_request_decode_release(c->len);
+    return rc;
+}
+
+enum MHD_Result cr_kserve_infer(cr_conn *c)
+{
+    const cr_ks_model *m = cr_ks_path_model(c);
+    if (!m)
+        return MHD_YES;
+    cr_error err;
+    cr_request req;
+    cr_ks_spec *spec = NULL;
+    int rc = c->ks_upload ? cr_kserve_direct_take(c, &req, &spec, &err) : decode_body(c, m, &req, &spec, &err);
+    if (spec) {
+        c->ctx = spec;
+        c->ctx_free = spec_free;
+    }
     if (rc != 0)
         return cr_send_error(c, &err);
     cr_job *j = cr_job_new(&req, false);

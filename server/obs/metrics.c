@@ -14,7 +14,7 @@
 
 #define N_CODES 600
 #define N_PHASES 6
-static const char *const route_names[CR_ROUTE_COUNT] = {"gemm", "ata", "histogram", "jobs", "other"};
+static const char *const route_names[CR_ROUTE_COUNT] = {"gemm", "ata", "histogram", "jobs", "tensors", "other"};
 /* receive: first byte of the request to its job queued (upload and decode) */
 static const char *const phase_names[N_PHASES] = {"receive", "queue", "h2d", "kernel", "d2h", "total"};
 static const double bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -52,6 +52,7 @@ static struct {
     pthread_mutex_t mu; /* guards durations and flops */
     histogram durations[CR_OP_COUNT][N_PHASES];
     double flops[CR_OP_COUNT];
+    uint64_t jobs[CR_OP_COUNT], matrices[CR_OP_COUNT];
 } m = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void cr_metrics_reset(void)
@@ -73,6 +74,8 @@ void cr_metrics_reset(void)
     }
     memset(m.durations, 0, sizeof m.durations);
     memset(m.flops, 0, sizeof m.flops);
+    memset(m.jobs, 0, sizeof m.jobs);
+    memset(m.matrices, 0, sizeof m.matrices);
     memset(m.req_durations, 0, sizeof m.req_durations);
     m.n_req_durations = 0;
     pthread_mutex_unlock(&m.mu);
@@ -139,7 +142,7 @@ static void observe(histogram *h, double seconds)
     h->count++;
 }
 
-void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops)
+void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops, int64_t matrices)
 {
     if ((unsigned)op >= CR_OP_COUNT)
         return;
@@ -148,6 +151,8 @@ void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops)
     for (int p = 0; p < N_PHASES; p++)
         observe(&m.durations[op][p], phases[p] / 1e3);
     m.flops[op] += flops;
+    m.jobs[op]++;
+    m.matrices[op] += (uint64_t)(matrices > 0 ? matrices : 1);
     pthread_mutex_unlock(&m.mu);
 }
 
@@ -258,6 +263,15 @@ static void render_durations(text *t)
            "# TYPE crunchd_flops_total counter\n");
     for (int op = 0; op < CR_OP_COUNT; op++)
         put(t, "crunchd_flops_total{op=\"%s\"} %.17g\n", cr_op_name((cr_op)op), m.flops[op]);
+    put(t, "# HELP crunchd_jobs_done_total Jobs finished done, by op.\n"
+           "# TYPE crunchd_jobs_done_total counter\n");
+    for (int op = 0; op < CR_OP_COUNT; op++)
+        put(t, "crunchd_jobs_done_total{op=\"%s\"} %llu\n", cr_op_name((cr_op)op), (unsigned long long)m.jobs[op]);
+    put(t, "# HELP crunchd_matrices_total Products computed by finished jobs (a stack counts each of its matrices; "
+           "a histogram counts 1).\n"
+           "# TYPE crunchd_matrices_total counter\n");
+    for (int op = 0; op < CR_OP_COUNT; op++)
+        put(t, "crunchd_matrices_total{op=\"%s\"} %llu\n", cr_op_name((cr_op)op), (unsigned long long)m.matrices[op]);
 }
 
 static void put_device(text *t, const char *metric, const char *name)
@@ -340,6 +354,24 @@ static void render_memory(text *t, const cr_metrics_gauges *g)
               "Bytes of the registered CUDA shared memory regions: the clients' device memory, which "
               "kernels read and write in place.",
               g->cuda_shm_registered_bytes);
+    static const struct {
+        const char *name, *type, *help;
+        size_t at;
+    } tensor_series[] = {
+        {"crunchd_tensors", "gauge", "Resident tensors (POST /v1/tensors, results kept), by where they live.", 0},
+        {"crunchd_tensor_bytes", "gauge", "Bytes of resident tensors, by where they live (at most --tensor-max-mb each).", 1},
+        {"crunchd_tensors_created_total", "counter", "Resident tensors made.", 2},
+        {"crunchd_tensors_expired_total", "counter", "Resident tensors freed after --tensor-idle-s unused.", 3},
+    };
+    for (size_t s = 0; s < sizeof tensor_series / sizeof tensor_series[0]; s++) {
+        put(t, "# HELP %s %s\n# TYPE %s %s\n", tensor_series[s].name, tensor_series[s].help, tensor_series[s].name,
+            tensor_series[s].type);
+        for (int i = 0; i < g->tensor_places; i++) {
+            const uint64_t v[4] = {g->tensors[i].count, g->tensors[i].bytes, g->tensors[i].created, g->tensors[i].expired};
+            put(t, "%s{device=\"%s\"} %llu\n", tensor_series[s].name, g->tensors[i].name,
+                (unsigned long long)v[tensor_series[s].at]);
+        }
+    }
 }
 
 static void render_process(text *t)

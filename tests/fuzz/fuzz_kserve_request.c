@@ -12,7 +12,7 @@
 #include "server/kserve/kserve_internal.h"
 
 static const cr_limits fuzz_limits = {
-    .max_elements = 1 << 16, .max_total_bytes = 4 << 20, .max_bins = 1 << 12,
+    .max_elements = 1 << 16, .max_total_bytes = 4 << 20, .max_bins = 1 << 12, .max_stack = 1 << 10,
 };
 
 static const char *const models[] = {"gemm", "ata", "histogram"};

@@ -9,7 +9,7 @@
 #include "server/codec/query.h"
 
 static const cr_limits fuzz_limits = {
-    .max_elements = 1 << 16, .max_total_bytes = 1 << 20, .max_bins = 1 << 12,
+    .max_elements = 1 << 16, .max_total_bytes = 1 << 20, .max_bins = 1 << 12, .max_stack = 1 << 10,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import BACKEND, BIN, ROOT, SLOW
@@ -19,7 +20,7 @@ from conftest import BACKEND, BIN, ROOT, SLOW
 def test_bench_load_writes_its_csv(tmp_path):
     env = os.environ | {"CRUNCHD_BIN": BIN, "CRUNCHD_BACKEND": BACKEND, "BENCH_LOAD_ROWS": "gemm16_json",
                         "BENCH_LOAD_CONNS": "1", "BENCH_LOAD_SECONDS": "1", "BENCH_LOAD_WARMUP": "0",
-                        "BENCH_LOAD_ALT_WORKERS": "1"}
+                        "BENCH_LOAD_ALT_WORKERS": "1", "BENCH_LOAD_ALTS": "numpy"}
     out = tmp_path / "load.csv"
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_load.py"), str(pathlib.Path(BIN).parent),
                         str(out)], env=env, capture_output=True, text=True, timeout=180 * SLOW)
@@ -33,6 +34,45 @@ def test_bench_load_writes_its_csv(tmp_path):
     assert row["backend"] == BACKEND
     if row["alt_jobs_s"]:  # aiohttp present: the ratio is the row's point
         assert float(row["ratio"]) == pytest.approx(float(row["crunchd_jobs_s"]) / float(row["alt_jobs_s"]), rel=1e-4)
+        assert row["ratio_vs"] == "alt"
+    assert float(row["crunchd_cpu_us"]) > 0 and float(row["crunchd_client_cpu_us"]) > 0
+
+
+@pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed (make deps installs it)")
+def test_bench_load_kserve_rows_by_perf_analyzer(tmp_path):
+    """The KServe rows: perf_analyzer's figures beside wrk's /v1 .npy row, compared by rate and by
+    the daemon's CPU per job."""
+    env = os.environ | {"CRUNCHD_BIN": BIN, "CRUNCHD_BACKEND": BACKEND, "BENCH_LOAD_ROWS": "gemm64_npy,gemm64_kserve",
+                        "BENCH_LOAD_CONNS": "2", "BENCH_LOAD_SECONDS": "1", "BENCH_LOAD_WARMUP": "0",
+                        "BENCH_LOAD_ALT_WORKERS": "0"}
+    out = tmp_path / "load.csv"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_load.py"), str(pathlib.Path(BIN).parent),
+                        str(out)], env=env, capture_output=True, text=True, timeout=240 * SLOW)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = {x["row"]: x for x in csv.DictReader(out.open())}
+    assert set(rows) == {"gemm64_npy", "gemm64_kserve"}
+    assert float(rows["gemm64_kserve"]["crunchd_jobs_s"]) > 0 and float(rows["gemm64_kserve"]["crunchd_cpu_us"]) > 0
+    assert "gemm64_kserve @2: /v1 gemm64_npy is" in r.stdout, r.stdout[-2000:]
+
+
+def test_alt_server_torch_answers_as_numpy(tmp_path):
+    """The PyTorch alternative, where it can run (a GPU machine): the same answers as NumPy's."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_load
+    if not bench_load.torch_sees_a_gpu():
+        pytest.skip("PyTorch with a CUDA device is not here")
+    proc, base = bench_load.start_alt(1, tmp_path, "torch")
+    try:
+        import requests
+        g = np.random.default_rng(5)
+        a, b = g.uniform(-1, 1, (33, 17)).astype(np.float32), g.uniform(-1, 1, (17, 9)).astype(np.float32)
+        res = requests.post(base + "/v1/gemm", json={"a": a.tolist(), "b": b.tolist()}, timeout=60).json()["result"]
+        np.testing.assert_allclose(np.asarray(res["data"]).reshape(33, 9), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5)
+        data = g.integers(0, 256, 1000)
+        res = requests.post(base + "/v1/histogram", json={"data": data.tolist()}, timeout=60).json()["result"]
+        np.testing.assert_array_equal(res["counts"], np.bincount(data, minlength=256))
+    finally:
+        bench_load.stop_alt(proc)
 
 
 @pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed (make deps installs it)")

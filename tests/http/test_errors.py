@@ -54,7 +54,14 @@ CASES = [
     # -- wrong types
     ("a-string", "/v1/gemm", gemm(a="matrix"), 400, "invalid_field", "a", None),
     ("a-number", "/v1/gemm", gemm(a=3), 400, "invalid_field", "a", None),
-    ("a-1d-list", "/v1/gemm", gemm(a=[1, 2, 3]), 400, "invalid_field", "a", None),
+    ("a-1d-list-of-the-wrong-length", "/v1/gemm", gemm(a=[1, 2]), 422, "shape_mismatch", "b", None),  # a vector
+    ("a-ragged-stack", "/v1/gemm", gemm(a=[[[1, 2, 3]], [[1, 2]]]), 400, "invalid_field", "a", None),
+    ("a-rank-9", "/v1/gemm", gemm(a={"shape": [1] * 9, "data": [1]}), 400, "invalid_field", "a.shape", None),
+    ("a-stacks-that-do-not-broadcast", "/v1/gemm", gemm(a={"shape": [2, 2, 3], "data": [1] * 12},
+                                                      b={"shape": [3, 3, 2], "data": [1] * 18}),
+     422, "shape_mismatch", "b", None),
+    ("c-that-does-not-broadcast", "/v1/gemm", gemm(c=[1, 2, 3]), 422, "shape_mismatch", "c", None),
+    ("ata-a-vector", "/v1/ata", {"a": [1, 2, 3]}, 400, "invalid_field", "a", None),
     ("rows-string", "/v1/gemm", gemm(a={"rows": "2", "cols": 3, "data": [1] * 6}), 400,
      "invalid_field", "a.rows", None),
     ("data-string-elem", "/v1/gemm", gemm(a={"rows": 2, "cols": 3, "data": [1, "x", 3, 4, 5, 6]}),

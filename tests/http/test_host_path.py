@@ -185,3 +185,42 @@ def test_bad_input_is_refused_as_before_and_memory_returns(host):
     for i in range(20):
         assert host.post("/v1/gemm", gemm_case(i, 16, 16, 16, "float32")[0]).status_code == 200
     assert charged(host) == before
+
+
+@pytest.mark.parametrize("dtype,kind", [("float32", "bits"), ("float32", "subnormal"), ("float32", "tiny"),
+                                        ("float64", "bits"), ("float64", "subnormal"), ("float32", "inf")])
+def test_operands_a_cpu_runs_slowly_go_to_the_device(host, dtype, kind):
+    """Subnormal inputs or products cost an x86 core a microcode assist each (perf_analyzer's random
+    bit patterns made a 64x64 host-path GEMM ~8x dearer than ordinary numbers on the H200 machine):
+    such operands, and infinities or NaN, take the queue; the answer is still numpy's."""
+    g = rng(41)
+    np_dt = np.dtype(dtype)
+    a = g.uniform(-1, 1, (16, 12)).astype(np_dt)
+    b = g.uniform(-1, 1, (12, 9)).astype(np_dt)
+    if kind == "bits":
+        a = g.integers(0, 2 ** 63, a.size).astype(np.uint64 if dtype == "float64" else np.uint32).view(np_dt).reshape(a.shape)
+        a[~np.isfinite(a)] = 1.0  # JSON carries no NaN: the bit patterns' huge and tiny magnitudes stay
+    elif kind == "subnormal":
+        a[3, 4] = np.finfo(np_dt).tiny / 4
+    elif kind == "tiny":  # every element normal, their products subnormal
+        a[:] = np.finfo(np_dt).tiny * 1024
+        b[:] = 2.0 ** -20
+    if kind == "inf":
+        body = {"a": {"rows": 16, "cols": 12, "data": a.ravel().tolist()}, "b": mat_json(b), "dtype": dtype}
+        body["a"]["data"][5] = 1e39  # past float32: rounds to infinity, which numpy's float32 gives too
+    else:
+        body = {"a": mat_json(a), "b": mat_json(b), "dtype": dtype}
+    h, dev = metric(host, "crunchd_host_jobs_total"), device_jobs(host)
+    r = host.post("/v1/gemm", body)
+    if kind == "inf":
+        assert r.status_code in (200, 400), r.text  # a float32 overflow may be refused by the decoder
+        if r.status_code == 400:
+            return
+    assert_queued(host, h, dev, r)
+    ref = gemm_ref(a, b)
+    if kind != "inf":
+        with np.errstate(all="ignore"):
+            got = result_matrix(r.json(), 16, 9)
+        finite = np.isfinite(ref)
+        assert np.array_equal(np.isfinite(got), finite)
+        np.testing.assert_allclose(got[finite], ref[finite], rtol=1e-4 if dtype == "float32" else 1e-10, atol=0)

@@ -37,7 +37,8 @@ WRONG = {
     "int": [None, True, "2", [], {}, 1.5, -1],
     "bool": [None, 1, 0, "true", [], {}],
     "string": [None, 1, True, [], {}, "", "x" * 300],
-    "matrix": [None, 1, True, "m", {}, [], [1, 2], [[]], {"rows": 1}],
+    # a 1-D list is a vector and a 3-D one a stack (numpy.matmul): a ragged stack is wrong for any op
+    "matrix": [None, 1, True, "m", {}, [], [[[1]], [[2, 3]]], [[]], {"rows": 1}],
     "array": [None, 1, "x", {}, True],
     "range": [None, 1, "0,1", [], [0], [1, 0], [0, 1, 2], ["a", 1]],
 }
@@ -288,7 +289,8 @@ NPY_CASES = {
     "shape-negative": npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 3), }"),
     "shape-overflow": npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }"),
     "shape-huge-dim": npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999, 1), }"),
-    "shape-3d": npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1), }", data=b"\0" * 4),
+    "shape-9d": npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }",
+                                data=b"\0" * 4),
     "shape-string": npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': 'x', }"),
     "shape-unclosed": npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, }"),
     "fortran-string": npy_with_header("{'descr': '<f4', 'fortran_order': 'yes', 'shape': (1, 1), }", data=b"\0" * 4),

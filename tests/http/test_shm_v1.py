@@ -246,7 +246,8 @@ def test_refusals_name_the_field(daemon, shm):
          "invalid_field", "a.dtype", "float32"),
         ({"a": {"shm": {"region": region}, "shape": [4, 4], "dtype": "float64"}}, 400, "invalid_field",
          "b.dtype", "float64"),
-        ({"a": {"shm": {"region": region}, "shape": [4, 4, 1]}}, 400, "invalid_field", "a.shape", "2 dimensions"),
+        ({"a": {"shm": {"region": region}, "shape": [4, 4, 1]}}, 422, "shape_mismatch", "b", "inner"),  # a stack
+        ({"a": {"shm": {"region": region}, "shape": [1] * 9}}, 400, "invalid_field", "a.shape", "1 to 8"),
         ({"a": {"shm": {"region": region}, "shape": [0, 4]}}, 400, "invalid_field", "a.shape", ">= 1"),
         ({"a": {"shm": {"region": region}, "shape": [4, -4]}}, 400, "invalid_field", "a.shape", "integer"),
         ({"a": {"shm": {"region": region}}}, 400, "missing_field", "a.shape", "required"),

@@ -9,7 +9,7 @@
 
 
 static const cr_limits lim = {
-    .max_elements = 1u << 20, .max_total_bytes = 32u << 20, .max_bins = 4096,
+    .max_elements = 1u << 20, .max_total_bytes = 32u << 20, .max_bins = 4096, .max_stack = 1 << 16,
 };
 
 static int decode(cr_op op, const char *body, cr_request *r, cr_error *e)
@@ -79,7 +79,15 @@ static const bad_case bad_cases[] = {
     {G, "{\"a\":[[1]],\"b\":[[1]],\"timeout_ms\":2.5}", 400, "invalid_field", "timeout_ms"},
     {G, "{\"a\":[[1]],\"b\":[[1]],\"timeout_ms\":-5}", 400, "invalid_field", "timeout_ms"},
     /* matrix forms */
-    {G, "{\"a\":[1,2,3],\"b\":[[1]]}", 400, "invalid_field", "a"},
+    {G, "{\"a\":[1,2,3],\"b\":[[1]]}", 422, "shape_mismatch", "b"}, /* a vector (3,) and b (1, 1) */
+    {G, "{\"a\":[[[1,2]],[[3,4]]],\"b\":[[[1]],[[2]],[[3]]]}", 422, "shape_mismatch", "b"}, /* stacks of 2 and 3 */
+    {G, "{\"a\":[[[1,2]],[[3,4],[5,6]]],\"b\":[[1]]}", 400, "invalid_field", "a"},        /* ragged stack */
+    {G, "{\"a\":{\"shape\":[2,1,2],\"data\":[1,2,3]},\"b\":[[1]]}", 400, "invalid_field", "a.data"},
+    {G, "{\"a\":{\"shape\":[2,1,-2],\"data\":[1,2,3]},\"b\":[[1]]}", 400, "invalid_field", "a.shape"},
+    {G, "{\"a\":{\"shape\":[1,1,1,1,1,1,1,1,1],\"data\":[1]},\"b\":[[1]]}", 400, "invalid_field", "a.shape"},
+    {G, "{\"a\":{\"shape\":[2,2],\"data\":[1,2,3,4],\"rows\":2},\"b\":[[1]]}", 400, "invalid_field", "a.rows"},
+    {G, "{\"a\":[[1,2]],\"b\":[[1],[2]],\"c\":[[1,2],[3,4]]}", 422, "shape_mismatch", "c"},
+    {G, "{\"a\":[1,2],\"b\":[1,2],\"trans_a\":true}", 400, "invalid_field", "trans_a"},
     {G, "{\"a\":[],\"b\":[[1]]}", 400, "invalid_field", "a"},
     {G, "{\"a\":\"1 2; 3 4\",\"b\":[[1]]}", 400, "invalid_field", "a"},
     {G, "{\"a\":[[1,2],[3,4],[5]],\"b\":[[1]]}", 400, "invalid_field", "a[2]"},
@@ -147,7 +155,7 @@ static const bad_case bad_cases[] = {
     {G, "{\"a\":[[1,2]],\"b\":[[1],[2]],\"trans_b\":true}", 422, "shape_mismatch", "b"},
     {G, "{\"a\":[[1,2]],\"b\":[[1],[2]],\"trans_a\":true}", 422, "shape_mismatch", "b"},
     {G, "{\"a\":[[1,2]],\"b\":[[1],[2]],\"c\":[[1,2]]}", 422, "shape_mismatch", "c"},
-    {G, "{\"a\":[[1,2]],\"b\":[[1],[2]],\"c\":[1]}", 400, "invalid_field", "c"},
+    {G, "{\"a\":[[1,2]],\"b\":[[1],[2]],\"c\":\"x\"}", 400, "invalid_field", "c"},
     /* histogram */
     {H, "{\"data\":[1,256]}", 400, "invalid_field", "data[1]"},
     {H, "{\"data\":[1,-1]}", 400, "invalid_field", "data[1]"},
@@ -381,7 +389,7 @@ static void test_limits(void)
 {
     cr_request r;
     cr_error e;
-    cr_limits tight = {.max_elements = 100, .max_total_bytes = 1000, .max_bins = 256};
+    cr_limits tight = {.max_elements = 100, .max_total_bytes = 1000, .max_bins = 256, .max_stack = 64};
     /* 10x10 a and b (400 B each) + 10x10 out (400 B) = 1200 B > 1000. */
     char body[4096];
     int n = snprintf(body, sizeof body, "{\"a\":{\"rows\":10,\"cols\":10,\"data\":[");
@@ -411,8 +419,8 @@ static void test_messages(void)
     decode(G, "{\"a\":[[1]],\"b\":[[1]],\"we\\\"ird\\n\":1}", &r, &e);
     CHECK_MSG(strcmp(e.field, "we\"ird\n") == 0 && strstr(e.message, "we\"ird"),
           "unknown field named verbatim: %s", e.field);
-    decode(G, "{\"a\":[1,2,3],\"b\":[[1]]}", &r, &e);
-    CHECK_MSG(strstr(e.message, "1-D") != NULL, "1-D list explained: %s", e.message);
+    decode(G, "{\"a\":[1,2,3],\"b\":[[1]]}", &r, &e); /* numpy's words for shapes */
+    CHECK_MSG(strstr(e.message, "a (3,) and b (1, 1)") != NULL, "shapes named: %s", e.message);
     decode(G, "{\"a\":[[1,2],[3,4],[5]],\"b\":[[1]]}", &r, &e);
     CHECK_MSG(strstr(e.message, "a[2]") != NULL, "ragged row named: %s", e.message);
     decode(G, "{\"a\":{\"rows\":1,\"cols\":1,\"data\":[1],\"rows\":2},\"b\":[[1]]}", &r, &e);
@@ -438,8 +446,50 @@ static void test_messages(void)
           "truncation ends on a whole character (len %zu)", len);
 }
 
+/* Stacks in every JSON form: the shape, the strides numpy's broadcasting gives, the data in C order. */
+static void test_stacks(void)
+{
+    static const char *const same[] = {
+        "{\"a\":[[[1,2],[3,4]],[[5,6],[7,8]],[[9,10],[11,12]]],\"b\":[[1],[2]]}",
+        "{\"a\":{\"shape\":[3,2,2],\"data\":[1,2,3,4,5,6,7,8,9,10,11,12]},\"b\":{\"rows\":2,\"cols\":1,\"data\":[1,2]}}",
+        "{\"a\":{\"shape\":[3,2,2],\"data\":[[[1,2],[3,4]],[[5,6],[7,8]],[[9,10],[11,12]]]},\"b\":{\"shape\":[2,1],\"data\":[1,2]}}",
+    };
+    for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
+        cr_request r;
+        cr_error e;
+        CHECK_MSG(decode(G, same[k], &r, &e) == 0, "%s: %s", same[k], e.message);
+        const cr_task *t = &r.task;
+        const float *a = t->u.gemm.a;
+        CHECK(r.shaped && r.out_shape.rank == 3 && r.out_shape.dims[0] == 3 && r.out_shape.dims[1] == 2 &&
+              r.out_shape.dims[2] == 1);
+        CHECK(t->stack.rank == 1 && t->stack.count == 3 && t->stack.stride[0][0] == 1 && t->stack.stride[1][0] == 0);
+        CHECK(t->u.gemm.m == 2 && t->u.gemm.k == 2 && t->u.gemm.n == 1 && a[0] == 1 && a[11] == 12);
+        cr_request_free(&r);
+    }
+    /* vectors: (k,) @ (b, k, n) -> (b, n), a promoted to one row */
+    cr_request r;
+    cr_error e;
+    CHECK(decode(G, "{\"a\":[1,2],\"b\":[[[1,0],[0,1]],[[2,0],[0,2]]]}", &r, &e) == 0);
+    CHECK(r.out_shape.rank == 2 && r.out_shape.dims[0] == 2 && r.out_shape.dims[1] == 2 && r.task.u.gemm.m == 1 &&
+          r.task.stack.count == 2 && r.task.stack.stride[0][0] == 0);
+    cr_request_free(&r);
+    /* c a row: expanded into whole matrices, broadcast over the stack by a stride of 0 */
+    CHECK(decode(G, "{\"a\":{\"shape\":[4,2,3],\"data\":[1,2,3,4,5,6,1,2,3,4,5,6,1,2,3,4,5,6,1,2,3,4,5,6]},"
+                    "\"b\":[[1,0],[0,1],[1,1]],\"c\":[10,20],\"beta\":1}", &r, &e) == 0);
+    const float *c = r.task.u.gemm.c_in;
+    CHECK(r.task.stack.count == 4 && r.task.stack.mats[2] == 1 && r.task.stack.stride[2][0] == 0 && c[0] == 10 &&
+          c[1] == 20 && c[2] == 10 && c[3] == 20 && r.buf_bytes[CR_BUF_C] == 4 * sizeof(float));
+    cr_request_free(&r);
+    /* AᵀA of a stack: (..., m, n) -> (..., n, n) */
+    CHECK(decode(CR_OP_ATA, "{\"a\":{\"shape\":[2,3,4,2],\"data\":[" "1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,"
+                            "1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]}}", &r, &e) == 0);
+    CHECK(r.out_shape.rank == 4 && r.out_shape.dims[2] == 2 && r.task.stack.count == 6 && r.task.u.ata.m == 4);
+    cr_request_free(&r);
+}
+
 int main(void)
 {
+    test_stacks();
     test_bad_cases();
     test_gemm_forms_and_defaults();
     test_gemm_all_fields();

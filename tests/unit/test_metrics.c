@@ -14,7 +14,7 @@ static void test_render(void)
     cr_metrics_request(CR_ROUTE_GEMM, 9999, 1.0); /* out of range: ignored, not a crash */
     cr_metrics_bytes_in(1234);
     cr_phase_ms ms = {.receive = 0.7, .queue = 0.05, .h2d = 0.2, .kernel = 3.0, .d2h = 0.2, .total = 4.0};
-    cr_metrics_job(CR_OP_GEMM, &ms, 2e9);
+    cr_metrics_job(CR_OP_GEMM, &ms, 2e9, 4);
     cr_metrics_gauges g = {.queued = 3, .running = 1, .n_devices = 1, .backend = "cpu",
                            .version = "1.2.3", .cuda = "none"};
     strcpy(g.dev[0].name, "0:weird \"name\"\\");
@@ -31,6 +31,8 @@ static void test_render(void)
     CHECK(strstr(t, "crunchd_jobs_in_queue 3\n") != NULL);
     CHECK(strstr(t, "crunchd_jobs_running 1\n") != NULL);
     CHECK(strstr(t, "crunchd_flops_total{op=\"gemm\"} 2000000000\n") != NULL);
+    CHECK(strstr(t, "crunchd_jobs_done_total{op=\"gemm\"} 1\n") != NULL);
+    CHECK(strstr(t, "crunchd_matrices_total{op=\"gemm\"} 4\n") != NULL);
     /* 3 ms lands in the 0.005 s bucket and every bucket after it: cumulative counts */
     CHECK(strstr(t, "crunchd_job_duration_seconds_bucket{op=\"gemm\",phase=\"kernel\",le=\"0.0025\"} 0\n") != NULL);
     CHECK(strstr(t, "crunchd_job_duration_seconds_bucket{op=\"gemm\",phase=\"kernel\",le=\"0.005\"} 1\n") != NULL);
