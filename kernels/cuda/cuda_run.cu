@@ -128,7 +128,9 @@ static cudaError_t run_kernel(const cr_exec *x, const cr_task *t, char *dev, con
                              out, l->work_bytes ? dev + l->work_off : NULL, l->work_bytes, e};
     if (t->op == CR_OP_GEMM && l->n_in < 3)
         CR_CHECK(e, cudaMemsetAsync(launch.out, 0, l->out_bytes, x->stream));
-    if (l->c_copy) /* the kernel updates C in place: never the client's input c itself */
+    /* the kernel updates C in place: never the client's input c itself, unless c is the output
+     * (a resident tensor accumulated into: C += A·B) */
+    if (l->c_copy && out != l->in_dev[2])
         CR_CHECK(e, cudaMemcpyAsync(out, l->in_dev[2], l->out_bytes, cudaMemcpyDeviceToDevice, x->stream));
     if (l->c_expand)
         CR_CHECK(e, cr_cuda_stack_expand(out, l->in_dev[2], &t->stack,

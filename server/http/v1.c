@@ -178,7 +178,7 @@ static cJSON *auto_table_json(const cr_engine *e)
         cJSON *r = cJSON_CreateObject();
         cJSON_AddStringToObject(r, "op", cr_op_name(rows[i].op));
         cJSON_AddStringToObject(r, "dtype", cr_dtype_name(rows[i].dtype));
-        cJSON_AddStringToObject(r, "size", rows[i].large ? "large" : "small");
+        cJSON_AddStringToObject(r, "size", cr_size_class_name(rows[i].cls));
         cJSON_AddStringToObject(r, "precision", cr_precision_name(rows[i].precision));
         cJSON_AddStringToObject(r, "kernel", rows[i].kernel->name);
         cJSON_AddNumberToObject(r, "ms", rows[i].ms);
