@@ -11,4 +11,12 @@ static inline double cr_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Unix time in seconds, for what an answer dates (expiry times): never for durations. */
+static inline double cr_wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 #endif

@@ -88,6 +88,11 @@ static const opt_spec specs[] = {
      "of which one client's tensors, MiB (client: as for --shm-client-max-mb)"},
     {"tensor-idle-s", OPT_INT, F(tensor_idle_s), 0, 86400 * 365, "3600",
      "free a resident tensor nothing used for this long, s (0: never; never evicted otherwise)"},
+    {"stream-idle-s", OPT_INT, F(stream_idle_s), 0, 86400 * 30, "600",
+     "an open stream (POST /v1/jobs {\"stream\": true}) with no part for this long fails with stream_idle, s (0: never)"},
+    {"stream-max-mb", OPT_I64, F(stream_max_mb), 0, 1 << 30, "0: a quarter of --max-memory-mb",
+     "accumulators of the open streams, MiB (one client: half of it); an open past it is 507 stream_limit"},
+    {"stream-max", OPT_INT, F(stream_max), 1, 1 << 20, "1024", "open streams at once"},
     {"instance-name", OPT_STR, F(instance_name), 0, 0, "the host name",
      "this replica's name in answers about tensors and jobs (behind a load balancer they live on the "
      "replica that made them)"},
@@ -166,6 +171,8 @@ static void set_defaults(cr_config *c)
     c->drain_timeout_s = 30;
     c->shm_idle_s = 600;
     c->tensor_idle_s = 3600;
+    c->stream_idle_s = 600;
+    c->stream_max = 1024;
     c->gzip_level = 1; /* JSON shrinks 3-4x at level 1 for a fraction of level 6's time */
     strcpy(c->log_format, "text");
     strcpy(c->access_log, "all");

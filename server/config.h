@@ -42,6 +42,9 @@ typedef struct {
     int64_t tensor_max_mb;    /* resident tensors per device; 0: half a GPU's memory, cpu: 1/4 budget */
     int64_t tensor_client_max_mb; /* of which one client's; 0: half of tensor_max_mb */
     int tensor_idle_s;        /* tensors unused this long are freed; 0: never */
+    int stream_idle_s;        /* an open stream with no part this long fails stream_idle; 0: never */
+    int64_t stream_max_mb;    /* accumulators of open streams; 0: a quarter of the memory budget */
+    int stream_max;           /* open streams at once */
     char instance_name[128];  /* this replica, in answers; "" until start: the host name */
     int drain_timeout_s;
     char log_format[8];       /* text | json */

@@ -19,6 +19,7 @@
 #include "server/engine/job_table.h"
 #include "server/kserve/cuda_shm_region.h"
 #include "server/kserve/shm_region.h"
+#include "server/engine/streams.h"
 #include "server/engine/tensors.h"
 #include "server/memory.h"
 #include "server/obs/log.h"
@@ -118,6 +119,14 @@ static void start_tensors(cr_config *cfg, cr_engine *e)
            (unsigned long long)(lim.client_max_bytes >> 20), cfg->tensor_idle_s);
 }
 
+static void start_streams(const cr_config *cfg)
+{
+    uint64_t most = cfg->stream_max_mb ? (uint64_t)cfg->stream_max_mb << 20 : ((uint64_t)cfg->max_memory_mb << 20) / 4;
+    cr_stream_limits lim = {.idle_s = cfg->stream_idle_s, .max_bytes = most, .client_max_bytes = most / 2,
+                            .max_count = (size_t)cfg->stream_max};
+    cr_streams_init(&lim);
+}
+
 static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
 {
     static double last_shm_sweep;
@@ -131,6 +140,7 @@ static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
         cr_shm_sweep(now);
         cr_cuda_shm_sweep(now);
         cr_tensors_sweep(now);
+        cr_streams_sweep(now);
         last_shm_sweep = now;
     }
 }
@@ -143,6 +153,11 @@ static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
  * and the rest of the daemon is told to stop. */
 static int cut_off(cr_engine *e, cr_http *h, cr_job_table *jobs)
 {
+    cr_error drained;
+    cr_fail(&drained, 503, "draining", "", "the daemon shut down before the stream was finished (--drain-timeout-s)");
+    int streams = cr_streams_fail_all(&drained);
+    if (streams)
+        cr_log("warn", "drain period over: %d open stream(s) failed", streams);
     int answered = cr_http_cut_off(h); /* before the engine's: a queued job's client is answered
                                           either way, a running one's only here */
     cr_engine_cut_off(e);
@@ -177,7 +192,8 @@ static int drain(cr_engine *e, cr_http *h, cr_job_table *jobs, int grace_s)
             return EXIT_ABORTED;
         }
         housekeeping(e, h, jobs);
-        if (cr_engine_wait_idle(e, cr_now()) && cr_job_table_unfetched(jobs) == 0 && cr_http_active(h) == 0) {
+        if (cr_engine_wait_idle(e, cr_now()) && cr_job_table_unfetched(jobs) == 0 && cr_http_active(h) == 0 &&
+            cr_streams_open() == 0) {
             cr_log("info", "drained: every accepted job finished and was delivered");
             return EXIT_DRAINED;
         }
@@ -299,6 +315,7 @@ int main(int argc, char **argv)
     cr_shm_init(&shm);
     cr_cuda_shm_init(cr_engine_backend(e), cr_engine_device_count(e), cfg.shm_idle_s);
     start_tensors(&cfg, e);
+    start_streams(&cfg);
     cr_job_table jobs;
     if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)cfg.result_cap_mb << 20) < 0) {
         cr_http_stop(h);

@@ -226,6 +226,8 @@ void cr_request_free(cr_request *r)
 {
     if (!r)
         return;
+    if (r->stream && r->stream_drop) /* a stream's part that never finished */
+        r->stream_drop(r);
     cr_request_free_inputs(r);
     cr_request_free_buf(r, CR_BUF_OUTPUT);
     memset(r, 0, sizeof *r);

@@ -31,7 +31,7 @@ typedef struct {
 /* Slots 0..2 hold inputs (a, b, c or data); the last holds the output. */
 enum { CR_BUF_A = 0, CR_BUF_B = 1, CR_BUF_C = 2, CR_BUF_OUTPUT = CR_REQUEST_BUFS - 1 };
 
-typedef struct {
+typedef struct cr_request_s {
     cr_task task;                       /* pointers in task.u.* point into bufs; task.kernel is
                                            set by the engine when it resolves `kernel` */
     cr_kernel_choice kernel;            /* what the client asked: auto, all or a name */
@@ -84,6 +84,12 @@ typedef struct {
         int device;
         double expires_at;
     } result_tensor;
+    /* A part of a stream (server/engine/streams.h): its result is folded into the stream's
+     * accumulator when the job is done (the request holds the stream until then); freed unrun,
+     * stream_drop lets the stream take the seq again. */
+    struct cr_stream *stream;
+    uint64_t stream_seq, stream_bytes;
+    void (*stream_drop)(struct cr_request_s *r);
 } cr_request;
 
 /* The result's shape: out_shape, or the task's (m, n), (n, n) or (bins,). */

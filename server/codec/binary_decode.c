@@ -296,6 +296,8 @@ static int sink_device_for(cr_bin_request *r)
 static int open_sink(cr_bin_request *r, cr_bin_part *p, cr_error *err)
 {
     const cr_backend *b = r->alloc.sink;
+    if (r->params.host_only)
+        return 0;
     if (r->params.op == CR_OP_COUNT && !p->scatter && b && b->sink_open && r->alloc.devices > 0) { /* a tensor */
         size_t staging = 0;
         cr_sink *s = b->sink_open((size_t)p->h.data_bytes, sink_device_for(r), &staging);

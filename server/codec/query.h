@@ -37,6 +37,7 @@ typedef struct {
     char output_into[129]; /* output_into=REF: the result written into that existing tensor */
     /* POST /v1/tensors (tensor_upload): the new tensor's name, and a raw body's shape and dtype */
     bool tensor_upload;
+    bool host_only;           /* a stream's part: received into host memory, where its digest is taken */
     char name[129];
     bool has_shape;
     int shape_rank;

@@ -14,6 +14,7 @@
 #include "server/engine/auto_cache.h"
 #include "server/engine/autotune.h"
 #include "server/engine/engine_internal.h"
+#include "server/engine/streams.h"
 #include "server/engine/tensors.h"
 #include "server/machine.h"
 #include "server/obs/log.h"
@@ -32,6 +33,10 @@ void cr_engine_finish(cr_engine *e, cr_job *j, cr_job_state state)
     /* before the end drops the output's hold: a kept result is listed while the job still holds it */
     if (state == CR_JOB_DONE && j->req.result_tensor.t && cr_tensor_keep_result(&j->req, &j->error) < 0)
         state = CR_JOB_FAILED;
+    if (j->req.stream && state == CR_JOB_DONE) /* a stream's part: folded before its memory goes */
+        cr_stream_part_done(j);
+    else if (j->req.stream)
+        cr_stream_part_drop(&j->req);
     cr_request_end(&j->req);
     j->finished_at = cr_now();
     j->ms.total = (j->finished_at - j->enqueued_at) * 1e3;

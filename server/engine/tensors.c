@@ -329,9 +329,7 @@ void cr_tensor_info_of(const cr_tensor *t, cr_tensor_info *out)
     *out = t->info;
     /* expiry: idle_s after its last use, in wall-clock time */
     double idle_for = cr_now() - t->node.last_used;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    double wall = (double)now.tv_sec + now.tv_nsec / 1e9;
+    double wall = cr_wall_now();
     out->expires_at = limits.idle_s > 0 ? wall - (t->published ? idle_for : 0) + limits.idle_s : 0;
 }
 

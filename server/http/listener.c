@@ -105,7 +105,7 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     c->handler = r->handler;
     c->label = r->label;
     c->kserve = r->kserve;
-    if (strcmp(r->method, "POST") != 0)
+    if (strcmp(r->method, "POST") != 0 && strcmp(r->method, "PUT") != 0)
         return (c->body_ignored = true), MHD_YES;
     cr_error err;
     if (cr_body_coding_begin(c, &err) < 0)

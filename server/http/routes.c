@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "server/http/openapi.h"
+#include "server/http/stream_routes.h"
 #include "server/http/tensor_routes.h"
 #include "server/http/v1.h"
 #include "server/kserve/kserve.h"
@@ -23,6 +24,8 @@ static const cr_route routes[] = {
     {"/v1/jobs/{id}", "GET", cr_route_job_status, CR_ROUTE_JOBS, false},
     {"/v1/jobs/{id}", "DELETE", cr_route_job_delete, CR_ROUTE_JOBS, false},
     {"/v1/jobs/{id}/result", "GET", cr_route_job_result, CR_ROUTE_JOBS, false},
+    {"/v1/jobs/{id}/parts/{seq}", "PUT", cr_route_stream_part, CR_ROUTE_STREAMS, false},
+    {"/v1/jobs/{id}/finish", "POST", cr_route_stream_finish, CR_ROUTE_STREAMS, false},
     {"/v1/tensors", "POST", cr_route_tensor_create, CR_ROUTE_TENSORS, false},
     {"/v1/tensors", "GET", cr_route_tensor_list, CR_ROUTE_TENSORS, false},
     {"/v1/tensors/{id}", "GET", cr_route_tensor_get, CR_ROUTE_TENSORS, false},

@@ -13,6 +13,7 @@
 #include "server/http/body.h"
 #include "server/http/body_stream.h"
 #include "server/engine/owned.h"
+#include "server/engine/streams.h"
 #include "server/engine/tensors.h"
 
 typedef enum { UP_MULTIPART, UP_NPY, UP_RAW } upload_kind;
@@ -73,11 +74,32 @@ static enum MHD_Result query_pair(void *cls, enum MHD_ValueKind kind, const char
     return w->rc == 0 ? MHD_YES : MHD_NO;
 }
 
+/* A part of stream {id} (/v1/jobs/{id}/parts/{seq}) is of the stream's dtype; uint8 (then refused
+ * by the route) when there is no such stream of this client's. */
+static cr_dtype part_dtype(const cr_conn *c)
+{
+    char owner[CR_OWNER_MAX], id[40];
+    cr_error err;
+    size_t n = strcspn(c->id ? c->id : "", "/");
+    if (n >= sizeof id)
+        return CR_DT_U8;
+    memcpy(id, c->id, n);
+    id[n] = '\0';
+    cr_peer_client(&c->peer, c->authenticated, owner, sizeof owner);
+    cr_stream *s = cr_stream_acquire(owner, id, false, &err);
+    cr_dtype dt = s ? cr_stream_spec_of(s)->dtype : CR_DT_U8;
+    cr_stream_release(s);
+    return dt;
+}
+
 static int read_params(cr_conn *c, const cr_limits *lim, cr_params *p, cr_error *err)
 {
     query_walk w = {p, lim, err, 0};
-    if (c->label == CR_ROUTE_TENSORS)
-        cr_params_init_tensor(p);
+    if (c->label == CR_ROUTE_TENSORS || c->label == CR_ROUTE_STREAMS) {
+        cr_params_init_tensor(p); /* a stream's part is one array, raw bytes of the stream's dtype */
+        if (c->label == CR_ROUTE_STREAMS)
+            p->raw_dtype = part_dtype(c), p->host_only = true;
+    }
     else
         cr_params_init(p, route_op(c));
     cr_query_each(c, query_pair, &w);

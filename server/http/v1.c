@@ -15,6 +15,7 @@
 #include "server/engine/tensors.h"
 #include "server/http/answer.h"
 #include "server/http/respond.h"
+#include "server/http/stream_routes.h"
 #include "server/http/submit.h"
 #include "server/http/upload.h"
 #include "server/kserve/cuda_shm_region.h"
@@ -291,6 +292,8 @@ enum MHD_Result cr_route_op(cr_conn *c)
 enum MHD_Result cr_route_job_submit(cr_conn *c)
 {
     cr_error err;
+    if (cr_stream_asked(c))
+        return cr_route_stream_open(c);
     cr_job *j = job_from_body(c, CR_OP_COUNT, true, &err);
     if (!j)
         return cr_send_error(c, &err);
@@ -336,7 +339,9 @@ enum MHD_Result cr_route_job_status(cr_conn *c)
     if (!j)
         return not_found(c);
     size_t len = 0;
-    char *body = cr_json_job_status(j, &len);
+    char *body = cr_stream_status_json(j, &len);
+    if (!body)
+        body = cr_json_job_status(j, &len);
     cr_job_release(j);
     return cr_send(c, 200, "application/json", body, len);
 }
@@ -363,7 +368,9 @@ enum MHD_Result cr_route_job_delete(cr_conn *c)
     cr_job_release(cr_job_table_take(c->h->deps.jobs, j->id));
     size_t len = 0;
     char *body;
-    if (!cr_job_finished(j)) {
+    if (cr_stream_delete(j)) {
+        body = cr_json_job_status(j, &len);
+    } else if (!cr_job_finished(j)) {
         cr_engine_cancel(c->h->deps.engine, j);
         /* a running job stops at its next phase boundary; to the client it is cancelled now */
         body = malloc(160);

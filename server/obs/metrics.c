@@ -14,7 +14,7 @@
 
 #define N_CODES 600
 #define N_PHASES 6
-static const char *const route_names[CR_ROUTE_COUNT] = {"gemm", "ata", "histogram", "jobs", "tensors", "other"};
+static const char *const route_names[CR_ROUTE_COUNT] = {"gemm", "ata", "histogram", "jobs", "tensors", "streams", "other"};
 /* receive: first byte of the request to its job queued (upload and decode) */
 static const char *const phase_names[N_PHASES] = {"receive", "queue", "h2d", "kernel", "d2h", "total"};
 static const double bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,

@@ -9,7 +9,7 @@
 #include "server/engine/job.h"
 
 /* Request labels beyond the three ops. */
-typedef enum { CR_ROUTE_GEMM, CR_ROUTE_ATA, CR_ROUTE_HISTOGRAM, CR_ROUTE_JOBS, CR_ROUTE_TENSORS, CR_ROUTE_OTHER,
+typedef enum { CR_ROUTE_GEMM, CR_ROUTE_ATA, CR_ROUTE_HISTOGRAM, CR_ROUTE_JOBS, CR_ROUTE_TENSORS, CR_ROUTE_STREAMS, CR_ROUTE_OTHER,
                CR_ROUTE_COUNT } cr_route_label;
 
 #define CR_METRICS_MAX_DEVICES 16
