@@ -160,6 +160,13 @@ void cr_stream_release(cr_stream *s)
         cr_owned_release(&streams, &s->node, cr_now());
 }
 
+void cr_stream_hold(cr_stream *s)
+{
+    pthread_mutex_lock(&streams.mu);
+    cr_owned_hold_locked(&s->node);
+    pthread_mutex_unlock(&streams.mu);
+}
+
 const cr_stream_spec *cr_stream_spec_of(const cr_stream *s) { return &s->spec; }
 
 void cr_stream_progress_of(cr_stream *s, cr_stream_progress *out)

@@ -63,6 +63,8 @@ int cr_stream_open(cr_job *j, const char *owner, const cr_stream_spec *spec, cr_
  * finishing, unless finishing_ok). */
 cr_stream *cr_stream_acquire(const char *owner, const char *id, bool finishing_ok, cr_error *err);
 void cr_stream_release(cr_stream *s);
+/* One more hold on a stream the caller holds (a part's). */
+void cr_stream_hold(cr_stream *s);
 const cr_stream_spec *cr_stream_spec_of(const cr_stream *s);
 void cr_stream_progress_of(cr_stream *s, cr_stream_progress *out);
 /* A job's stream (NULL when it is none, or no longer open). */

@@ -2,6 +2,7 @@
 #include "server/http/body_stream.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -21,6 +22,14 @@ void cr_body_stream_init(cr_body_stream *s, int fd, uint64_t length, double t0, 
     s->stop = stop;
     s->error = CR_STREAM_OK;
     s->pos = s->len = 0;
+    s->chunked = false;
+    s->chunk_left = s->chunks = 0;
+}
+
+void cr_body_stream_chunked(cr_body_stream *s)
+{
+    s->chunked = true;
+    s->left = UINT64_MAX;
 }
 
 /* When the body must have reached its current length plus one more byte, at the latest. */
@@ -40,19 +49,20 @@ static int fail(cr_body_stream *s, cr_stream_error e)
     return -1;
 }
 
-/* One recv of up to n bytes (n <= s->left) into dst. The socket blocks with a receive timeout of
- * a slice (direct_io.c sets both), so the thread sleeps in the kernel while the client sends, and
+/* One recv of up to n bytes into dst. The socket blocks with a receive timeout of a slice
+ * (direct_io.c sets both), so the thread sleeps in the kernel while the client sends, and
  * MSG_WAITALL (whole) fills a whole piece of array data per call: one system call per piece, no
  * poll between them (on the H100 machine the 128 MiB receive took the same 28.5 ms as a loop of
  * non-blocking recv and poll: the copy bounds it, not the calls). A slice that passes with
  * nothing received checks the stop flag and the deadlines. */
-static ssize_t receive(cr_body_stream *s, void *dst, size_t n, bool whole)
+static ssize_t sock_recv(cr_body_stream *s, void *dst, size_t n, int flags)
 {
     double until = deadline(s, cr_now());
     for (;;) {
-        ssize_t got = recv(s->fd, dst, n, whole ? MSG_WAITALL : 0);
+        ssize_t got = recv(s->fd, dst, n, flags);
+        if (got > 0 && (flags & MSG_PEEK))
+            return got;
         if (got > 0) {
-            s->left -= (uint64_t)got;
             s->got += (uint64_t)got;
             cr_metrics_bytes_in((uint64_t)got);
             /* a trickle gets bytes in every slice: its average is what is held against it */
@@ -69,6 +79,82 @@ static ssize_t receive(cr_body_stream *s, void *dst, size_t n, bool whole)
         if (cr_now() >= until)
             return fail(s, CR_STREAM_SLOW);
     }
+}
+
+/* ---- chunked framing ---- */
+
+/* The next line without its CRLF into line (at most cap - 1 bytes, else the framing is bad),
+ * taken off the socket to its LF and no further: the chunk's data after it is then received in
+ * place, and a pipelined request after the body stays in the socket. Each peek either finds the LF
+ * or takes what it saw (all of it line), so a line split across packets costs no spinning. */
+static int raw_line(cr_body_stream *s, char *line, size_t cap)
+{
+    size_t have = 0;
+    for (;;) {
+        char peek[64];
+        ssize_t n = sock_recv(s, peek, sizeof peek, MSG_PEEK);
+        if (n < 0)
+            return -1;
+        char *lf = memchr(peek, '\n', (size_t)n);
+        size_t take = lf ? (size_t)(lf - peek) + 1 : (size_t)n;
+        if (have + take > cap + 1 || sock_recv(s, line + have, take, MSG_WAITALL) != (ssize_t)take)
+            return s->error == CR_STREAM_OK ? fail(s, CR_STREAM_BAD) : -1;
+        have += take;
+        if (lf) {
+            if (have < 2 || line[have - 2] != '\r') /* a bare LF */
+                return fail(s, CR_STREAM_BAD);
+            line[have - 2] = '\0';
+            return 0;
+        }
+    }
+}
+
+/* Past the previous chunk's CRLF, the next chunk's size line; the last chunk's trailers. */
+static int next_chunk(cr_body_stream *s)
+{
+    char line[258];
+    if (s->chunks++ && (raw_line(s, line, 2) < 0 || line[0]))
+        return s->error == CR_STREAM_OK ? fail(s, CR_STREAM_BAD) : -1;
+    if (raw_line(s, line, 256) < 0)
+        return -1;
+    size_t digits = strspn(line, "0123456789abcdefABCDEF");
+    if (!digits || digits > 15 || (line[digits] && line[digits] != ';'))
+        return fail(s, CR_STREAM_BAD);
+    s->chunk_left = strtoull(line, NULL, 16);
+    if (s->chunk_left)
+        return 0;
+    do { /* the trailer fields, then the empty line that ends the body */
+        if (raw_line(s, line, 256) < 0)
+            return -1;
+    } while (line[0]);
+    s->left = 0;
+    return 0;
+}
+
+/* Up to n data bytes of a chunked body, never past the chunk. 0 at the body's end. */
+static ssize_t chunked_recv(cr_body_stream *s, void *dst, size_t n, bool whole)
+{
+    while (!s->chunk_left && s->left)
+        if (next_chunk(s) < 0)
+            return -1;
+    if (!s->left)
+        return 0;
+    n = n < s->chunk_left ? n : (size_t)s->chunk_left;
+    ssize_t got = sock_recv(s, dst, n, whole ? MSG_WAITALL : 0);
+    if (got > 0)
+        s->chunk_left -= (uint64_t)got;
+    return got;
+}
+
+/* Up to n body bytes (n <= s->left) into dst. */
+static ssize_t receive(cr_body_stream *s, void *dst, size_t n, bool whole)
+{
+    if (s->chunked)
+        return chunked_recv(s, dst, n, whole);
+    ssize_t got = sock_recv(s, dst, n, whole ? MSG_WAITALL : 0);
+    if (got > 0)
+        s->left -= (uint64_t)got;
+    return got;
 }
 
 ssize_t cr_body_stream_fill(cr_body_stream *s, size_t min) { return cr_body_stream_fill_upto(s, min, sizeof s->buf); }
@@ -119,5 +205,6 @@ int cr_body_stream_discard(cr_body_stream *s)
         if (got < 0)
             return -1;
     }
+    s->pos = s->len = 0;
     return 0;
 }

@@ -22,11 +22,15 @@ typedef enum {
     CR_STREAM_GONE,    /* the client closed or reset the connection mid-body */
     CR_STREAM_SLOW,    /* a deadline passed (answered 408 in the log, the connection closed) */
     CR_STREAM_STOPPED, /* the daemon is stopping */
+    CR_STREAM_BAD,     /* chunked framing that is not HTTP/1.1's (a 400 in the log, the connection closed) */
 } cr_stream_error;
 
 typedef struct {
     int fd;
-    uint64_t left;             /* body bytes still on the wire */
+    uint64_t left;             /* body bytes still on the wire (chunked: UINT64_MAX until the last chunk) */
+    bool chunked;              /* Transfer-Encoding: chunked, of any length */
+    uint64_t chunk_left;       /* chunked: data bytes left in the current chunk */
+    uint64_t chunks;           /* chunked: chunks begun */
     uint64_t got;              /* body bytes read from the socket */
     double t0;                 /* when the head was read */
     double head_s, min_rate, idle_s; /* --read-timeout-s, --min-body-rate-kbs in bytes/s, --conn-timeout-s (0: none) */
@@ -38,6 +42,9 @@ typedef struct {
 
 void cr_body_stream_init(cr_body_stream *s, int fd, uint64_t length, double t0, int head_s, int min_rate_kbs,
                          int idle_s, const _Atomic bool *stop);
+/* The body is chunked (RFC 9112 7.1): its data as one stream of bytes, the framing checked and
+ * dropped (chunk extensions and trailers are read and ignored), of any length. */
+void cr_body_stream_chunked(cr_body_stream *s);
 /* Buffered body bytes: at least min of them (min <= CR_BODY_STREAM_BUF) unless the body ends
  * first. Their count, or -1 (s->error says why). */
 ssize_t cr_body_stream_fill(cr_body_stream *s, size_t min);

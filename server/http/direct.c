@@ -15,14 +15,22 @@
 #include "server/http/request_end.h"
 #include "server/http/request_id.h"
 #include "server/http/routes.h"
+#include "server/http/stream_body.h"
 #include "server/http/upload.h"
 #include "server/codec/media_type.h"
 #include "server/kserve/kserve.h"
 
-static bool is_direct_route(const char *path)
+static bool is_direct_route(const char *method, const char *path)
 {
-    return !strcmp(path, "/v1/gemm") || !strcmp(path, "/v1/ata") || !strcmp(path, "/v1/histogram") ||
-           !strcmp(path, "/v1/jobs") || !strcmp(path, "/v1/tensors");
+    if (!strcmp(method, "PUT")) { /* a stream's part */
+        char allow[128];
+        const char *id = NULL;
+        const cr_route *r = cr_route_find("PUT", path, &id, allow, sizeof allow);
+        return r && r->label == CR_ROUTE_STREAMS;
+    }
+    return !strcmp(method, "POST") && (!strcmp(path, "/v1/gemm") || !strcmp(path, "/v1/ata") ||
+                                       !strcmp(path, "/v1/histogram") || !strcmp(path, "/v1/jobs") ||
+                                       !strcmp(path, "/v1/tensors"));
 }
 
 /* POST /v2/models/{model}[/versions/{v}]/infer: what cr_route_find would match. */
@@ -50,25 +58,32 @@ static bool direct_body(const cr_head *hd)
 {
     unsigned long long hl;
     const char *ct = cr_head_get(hd, "Content-Type");
-    if (is_direct_route(hd->path))
+    if (is_direct_route(hd->method, hd->path))
         return cr_head_count(hd, "Content-Type") == 1 && cr_upload_takes(ct);
-    return is_kserve_infer(hd->path) && cr_head_count(hd, "Inference-Header-Content-Length") == 1 &&
+    return !strcmp(hd->method, "POST") && is_kserve_infer(hd->path) && cr_head_count(hd, "Inference-Header-Content-Length") == 1 &&
            parse_length(cr_head_get(hd, "Inference-Header-Content-Length"), &hl) && cr_head_count(hd, "Content-Type") <= 1 &&
            (!ct || cr_media_type_is(ct, "application/octet-stream") || cr_media_type_is(ct, "application/json"));
 }
 
+/* A body of one Content-Length, of at least min_kb and at most --max-body-mb; or a streamed body
+ * (stream_body.h) of any length. */
+static bool direct_framing(cr_http *h, const cr_head *hd, int min_kb)
+{
+    unsigned long long length = 0;
+    if (cr_stream_body_takes(hd))
+        return true;
+    return direct_body(hd) && cr_head_count(hd, "Content-Length") == 1 &&
+           parse_length(cr_head_get(hd, "Content-Length"), &length) && length >= (unsigned long long)min_kb << 10 &&
+           length <= (unsigned long long)h->deps.cfg->max_body_mb << 20 && !cr_head_get(hd, "Transfer-Encoding") &&
+           !cr_head_get(hd, "Content-Encoding");
+}
+
 bool cr_direct_takes(cr_http *h, const cr_head *hd, int min_kb)
 {
-    const cr_config *cfg = h->deps.cfg;
-    unsigned long long length = 0;
     const char *expect = cr_head_get(hd, "Expect");
     const char *id = cr_head_get(hd, "X-Request-Id");
-    return min_kb > 0 && strcmp(hd->method, "POST") == 0 && direct_body(hd) &&
-           cr_head_count(hd, "Content-Length") == 1 && parse_length(cr_head_get(hd, "Content-Length"), &length) &&
-           length >= (unsigned long long)min_kb << 10 &&
-           length <= (unsigned long long)cfg->max_body_mb << 20 &&
-           cr_head_count(hd, "Host") == 1 && !cr_head_get(hd, "Transfer-Encoding") &&
-           !cr_head_get(hd, "Content-Encoding") && (!expect || strcasecmp(expect, "100-continue") == 0) &&
+    return min_kb > 0 && direct_framing(h, hd, min_kb) &&
+           cr_head_count(hd, "Host") == 1 && (!expect || strcasecmp(expect, "100-continue") == 0) &&
            cr_head_count(hd, "X-Request-Id") <= 1 && (!id || cr_request_id_valid(id)) &&
            (!h->auth.enabled || cr_auth_check(&h->auth, cr_head_get(hd, "Authorization"))) &&
            !cr_engine_draining(h->deps.engine);
@@ -134,6 +149,10 @@ static int read_body(cr_conn *c, cr_direct *d)
     if (d->written) /* refused at once with Expect: the body never comes */
         return 0;
     int rc = !d->pending && d->expect_continue ? send_continue(d, timeout_s) : 0;
+    if (rc == 0 && c->handler == cr_stream_body_answer) { /* refused: a stream is not read to its end */
+        d->body_read = true;
+        return d->pending ? 0 : cr_stream_body_receive(c, &d->body) == 0 ? 0 : d->body.error == CR_STREAM_BAD ? 400 : 499;
+    }
     if (rc == 0)
         rc = d->pending || (!c->upload && !c->ks_upload) ? cr_body_stream_discard(&d->body)
              : c->ks_upload                              ? cr_kserve_direct_receive(c, &d->body)
@@ -164,11 +183,17 @@ bool cr_direct_serve(cr_http *h, int fd, const struct sockaddr *peer, const cr_h
     d->expect_continue = cr_head_get(hd, "Expect") != NULL;
     if (consume_head(fd, hd->len) < 0 || cr_direct_set_blocking(fd, true) < 0 || !(c = conn_new(h, d, peer, hd)))
         goto cleanup;
-    cr_body_stream_init(&d->body, fd, strtoull(cr_head_get(hd, "Content-Length"), NULL, 10), c->t0,
-                        cfg->read_timeout_s, cfg->min_body_rate_kbs, cfg->conn_timeout_s, stop);
+    const char *cl = cr_head_get(hd, "Content-Length");
+    bool streamed = cr_stream_body_takes(hd);
+    cr_body_stream_init(&d->body, fd, cl ? strtoull(cl, NULL, 10) : 0, c->t0, streamed ? 0 : cfg->read_timeout_s,
+                        cfg->min_body_rate_kbs, cfg->conn_timeout_s, stop);
+    if (!cl)
+        cr_body_stream_chunked(&d->body);
     /* MHD_NO with nothing answered: out of memory; the connection closes, as libmicrohttpd's
-     * would (logged 499 on both paths) */
-    bool began = (c->kserve ? cr_kserve_direct_begin(c) : cr_upload_begin(c)) == MHD_YES || d->pending || d->written;
+     * would (logged 499 on both paths). A stream has no overall rate to keep: an hour-long
+     * upload is what it is for (each wait is still bounded by --conn-timeout-s). */
+    bool began = (streamed ? cr_stream_body_begin(c) : c->kserve ? cr_kserve_direct_begin(c) : cr_upload_begin(c)) ==
+                     MHD_YES || d->pending || d->written;
     int broke = began ? read_body(c, d) : 499;
     if (!broke && d->pending) {
         struct MHD_Response *r = d->pending;

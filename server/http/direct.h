@@ -1,7 +1,7 @@
 /* Big binary uploads, read by us instead of libmicrohttpd (issue 15), on the Unix socket and
  * over TCP without TLS: its read buffer put every byte through two copies in a row on one
  * thread, and a 134 MB upload arrived at half a bare socket's rate. A request is taken
- * (cr_direct_takes) when it is a POST of at least --direct-min-kb of .npy, multipart .npy or raw
+ * (cr_direct_takes) when it is a POST (or a stream part's PUT) of at least --direct-min-kb of .npy, multipart .npy or raw
  * bytes to /v1/gemm, /v1/ata, /v1/histogram or /v1/jobs, framed by one Content-Length, not coded,
  * with a valid X-Request-Id and the bearer token when auth is on, while the daemon is not
  * draining; every other request, and every refusal of the head, stays with libmicrohttpd

@@ -25,6 +25,7 @@
 #include "server/http/preflight.h"
 #include "server/http/framing.h"
 #include "server/http/respond.h"
+#include "server/http/stream_body.h"
 #include "server/http/routes.h"
 #include "server/http/submit.h"
 #include "server/http/request_end.h"
@@ -105,6 +106,8 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     c->handler = r->handler;
     c->label = r->label;
     c->kserve = r->kserve;
+    if (r->handler == cr_route_streamed)
+        return cr_route_streamed(c);
     if (strcmp(r->method, "POST") != 0 && strcmp(r->method, "PUT") != 0)
         return (c->body_ignored = true), MHD_YES;
     cr_error err;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "server/http/openapi.h"
+#include "server/http/stream_body.h"
 #include "server/http/stream_routes.h"
 #include "server/http/tensor_routes.h"
 #include "server/http/v1.h"
@@ -20,6 +21,8 @@ static const cr_route routes[] = {
     {"/v1/gemm", "POST", cr_route_op, CR_ROUTE_GEMM, false},
     {"/v1/ata", "POST", cr_route_op, CR_ROUTE_ATA, false},
     {"/v1/histogram", "POST", cr_route_op, CR_ROUTE_HISTOGRAM, false},
+    {"/v1/ata", "PUT", cr_route_streamed, CR_ROUTE_ATA, false},
+    {"/v1/histogram", "PUT", cr_route_streamed, CR_ROUTE_HISTOGRAM, false},
     {"/v1/jobs", "POST", cr_route_job_submit, CR_ROUTE_JOBS, false},
     {"/v1/jobs/{id}", "GET", cr_route_job_status, CR_ROUTE_JOBS, false},
     {"/v1/jobs/{id}", "DELETE", cr_route_job_delete, CR_ROUTE_JOBS, false},

@@ -5,6 +5,7 @@
  * every read, so the next request's bytes are never taken. */
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,7 +15,7 @@
 
 #define BODY (128 * 1024)
 
-static char body[BODY + 100], got[BODY];
+static char body[BODY + 100], got[BODY + 64];
 static _Atomic bool stop;
 
 /* A stream over one end of a socketpair whose other end has sent the body and, after it, 100
@@ -74,9 +75,81 @@ static void test_plain_fill_takes_a_buffer(void)
     close(fds[1]);
 }
 
+/* The body as chunks of the given sizes (extensions on some, trailers at the end), then the next
+ * request's bytes; the reader hands out exactly the data, in order, whatever piece it asks for. */
+static void check_chunked(const size_t *sizes, int n, size_t piece, bool trailers)
+{
+    int fds[2];
+    static cr_body_stream s;
+    static char wire[BODY * 2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+    int big = 4 << 20;
+    setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    size_t w = 0, data = 0;
+    for (int i = 0; i < n; i++) {
+        w += (size_t)snprintf(wire + w, 64, i % 3 == 1 ? "%zx;name=value\r\n" : "%zX\r\n", sizes[i]);
+        memcpy(wire + w, body + data, sizes[i]);
+        w += sizes[i], data += sizes[i];
+        memcpy(wire + w, "\r\n", 2), w += 2;
+    }
+    w += (size_t)snprintf(wire + w, 64, trailers ? "0\r\nX-Digest: 1\r\n\r\nNEXT" : "0\r\n\r\nNEXT");
+    CHECK(write(fds[0], wire, w) == (ssize_t)w);
+    cr_body_stream_init(&s, fds[1], 0, 0.0, 0, 0, 0, &stop);
+    cr_body_stream_chunked(&s);
+    size_t have = 0;
+    ssize_t k;
+    if (cr_body_stream_fill_upto(&s, 1, 7) > 0) { /* a parser's look at the first bytes */
+        CHECK(memcmp(cr_body_stream_data(&s), body, s.len - s.pos) == 0);
+    }
+    while ((k = cr_body_stream_read(&s, got + have, piece < sizeof got - have ? piece : sizeof got - have)) > 0)
+        have += (size_t)k;
+    CHECK_MSG(k == 0 && have == data && memcmp(got, body, data) == 0, "chunked: %zu of %zu bytes, read %zd", have, data, k);
+    CHECK(cr_body_stream_done(&s));
+    char next[8] = {0};
+    CHECK(recv(fds[1], next, sizeof next, MSG_DONTWAIT) == 4 && memcmp(next, "NEXT", 4) == 0);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static void test_chunked_bodies(void)
+{
+    static const size_t small[] = {1, 2, 3, 4095, 4096, 4097, 10, 65536};
+    static const size_t one[] = {BODY};
+    check_chunked(small, 8, 1000, false);
+    check_chunked(small, 8, 1 << 20, true);
+    check_chunked(one, 1, 3, false);
+    check_chunked(one, 1, BODY, true);
+    check_chunked(one, 0, 100, false); /* no data at all */
+}
+
+/* Framing that is not HTTP's: the read fails (CR_STREAM_BAD), it never hands out wrong bytes. */
+static void test_bad_chunked_framing(void)
+{
+    static const char *const bad[] = {"zz\r\nabc", "3\r\nabcX\r\n0\r\n\r\n", "3\nabc\r\n",
+                                      "1000000000000000\r\n", "3 x\r\nabc\r\n", "3\r\nabc"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int fds[2];
+        static cr_body_stream s;
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+        CHECK(write(fds[0], bad[i], strlen(bad[i])) == (ssize_t)strlen(bad[i]));
+        shutdown(fds[0], SHUT_WR);
+        cr_body_stream_init(&s, fds[1], 0, 0.0, 0, 0, 0, &stop);
+        cr_body_stream_chunked(&s);
+        char out[64];
+        ssize_t k, total = 0;
+        while ((k = cr_body_stream_read(&s, out, sizeof out)) > 0)
+            total += k;
+        CHECK_MSG(k < 0 && (s.error == CR_STREAM_BAD || s.error == CR_STREAM_GONE), "bad framing %zu read %zd", i, k);
+        close(fds[0]);
+        close(fds[1]);
+    }
+}
+
 int main(void)
 {
     test_bounded_fill_leaves_the_rest_in_the_socket();
     test_plain_fill_takes_a_buffer();
+    test_chunked_bodies();
+    test_bad_chunked_framing();
     return check_summary("test_body_stream");
 }
