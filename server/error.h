@@ -22,6 +22,9 @@
  *   405 method_not_allowed (Allow header set)
  *   409 not_done           result asked for before the job finished; also "cancelled"/"failed" jobs
  *   409 already_exists     a shared memory region or tensor of that name exists
+ *   409 stream_closed      a part or finish for a stream that is finishing or has ended
+ *   409 part_conflict      a stream part's seq was absorbed with other bytes
+ *   408 stream_idle        a stream got no part for --stream-idle-s (the job's error)
  *   409 in_use             unregistering a shared memory region a request holds
  *   411 length_required    body without Content-Length where one is needed
  *   413 too_large          body, JSON or declared sizes over a limit (field named when a size)
@@ -41,6 +44,7 @@
  *   507 shm_limit          registering would pass --shm-max-mb, --shm-client-max-mb (or the most
  *                          regions there may be)
  *   507 tensor_limit       keeping a tensor would pass --tensor-max-mb or --tensor-client-max-mb
+ *   507 stream_limit       opening a stream would pass --stream-max-mb, its per-client half, or --stream-max
  *   500 internal           a bug
  */
 typedef struct {

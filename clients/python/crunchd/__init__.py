@@ -20,12 +20,12 @@ from .client import (DEFAULT_JSON_THRESHOLD, TRANSPORTS, Client, Crunchd, Histog
                      Result, Retry, Tensor)
 from .errors import (Conflict, CrunchdError, DeadlineExceeded, DeviceError, InvalidRequest, JobCancelled,
                      JobTimeout, NonFiniteResult, NotDone, NotFound, Overloaded, ServerError,
-                     ShapeMismatch, SharedMemoryLimit, TensorLimit, TooLarge, Unauthorized, UnknownKernel)
+                     ShapeMismatch, SharedMemoryLimit, StreamError, TensorLimit, TooLarge, Unauthorized, UnknownKernel)
 
 __all__ = [
     "Client", "Crunchd", "Retry", "Result", "HistogramResult", "Job", "Tensor", "DEFAULT_JSON_THRESHOLD",
     "TRANSPORTS", "CrunchdError", "InvalidRequest", "UnknownKernel", "ShapeMismatch",
     "Unauthorized", "NotFound", "NotDone", "JobCancelled", "TooLarge", "NonFiniteResult",
     "Overloaded", "DeviceError", "DeadlineExceeded", "ServerError", "JobTimeout", "Conflict",
-    "SharedMemoryLimit", "TensorLimit",
+    "SharedMemoryLimit", "TensorLimit", "StreamError",
 ]

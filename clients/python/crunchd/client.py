@@ -9,6 +9,7 @@ import numpy as np
 import requests
 
 from . import _wire
+from . import streams as _streams
 from .errors import JobTimeout, NonFiniteResult, error_from_response
 from .tensor import Tensor, output_field
 
@@ -473,6 +474,54 @@ class Client:
     def job(self, job_id):
         """A Job for an id the daemon gave earlier (nothing is sent yet)."""
         return Job(self, job_id, transport=self.transport)
+
+    # -- streams ----------------------------------------------------------------------------
+    def ata_stream(self, parts, accumulate="float64", kernel="auto", connections=4, retries=3,
+                   progress=False, timeout=None):
+        """AᵀA of the rows of every array in parts (an iterable of rows x n arrays, e.g. blocks
+        read from a file one at a time), as if they were one tall matrix: each block is sent as
+        one part of a stream over `connections` connections at once, retried by its seq on a
+        failure (the daemon absorbs a part once), and never held whole by either side. The
+        daemon sums the blocks' float32 (or float64) products in float64 (accumulate="float32"
+        to sum in float32). Returns a Result (result: n x n, float64 unless accumulate).
+        progress=True shows a bar (tqdm where installed)."""
+        cols, dtype, gen = _streams.ata_parts(parts)
+        spec = {"op": "ata", "cols": int(cols), "dtype": dtype.name, "accumulate": accumulate,
+                "kernel": kernel}
+        return _streams.run_stream(self, spec, gen, connections, retries, progress, unit="ata_stream",
+                                   timeout=timeout, accept_npy=cols * cols * 8 > self.json_threshold)
+
+    def histogram_stream(self, data, bins=None, range=None, dtype="uint8", kernel="auto",
+                         part_bytes=32 << 20, connections=4, retries=3, progress=False,
+                         timeout=None):
+        """A histogram of data too big for one request: a binary file (read part_bytes at a
+        time), bytes, an array, or an iterable of those, all values of dtype (uint8: bytes; or
+        float32/float64 little-endian). Sent as parts of a stream over `connections`
+        connections, each retried by its seq. uint8: 256 bins over (0, 256) by default; float
+        data needs range (numpy's default range is the data's, known only at the end). Returns a
+        HistogramResult (counts uint64, edges)."""
+        dt = np.dtype(dtype)
+        if dt.name not in ("uint8", "float32", "float64"):
+            raise ValueError(f"dtype must be uint8, float32 or float64, not {dt}")
+        if range is None and dt != np.uint8:
+            raise ValueError("a float histogram stream needs range=(lo, hi) up front")
+        spec = {"op": "histogram", "dtype": dt.name, "kernel": kernel}
+        if bins is not None:
+            spec["bins"] = int(bins)
+        if range is not None:
+            spec["range"] = [float(range[0]), float(range[1])]
+        total = None
+        if hasattr(data, "seek") and hasattr(data, "tell"):
+            try:
+                here = data.tell()
+                total = data.seek(0, 2) - here
+                data.seek(here)
+            except (OSError, ValueError):
+                total = None
+        hist = {"range": tuple(spec["range"]) if range is not None else None}
+        return _streams.run_stream(self, spec, _streams.histogram_parts(data, dt, int(part_bytes)), connections,
+                                   retries, progress, total=total, unit="histogram_stream", timeout=timeout,
+                                   hist=hist)
 
     # -- resident tensors -------------------------------------------------------------------
     def upload(self, array, name=None):

@@ -91,6 +91,12 @@ class Conflict(CrunchdError):
     answered)."""
 
 
+class StreamError(CrunchdError):
+    """A stream's refusal: 409 stream_closed (it is finishing or has ended), 409 part_conflict (a
+    seq already absorbed with other bytes), 408 stream_idle (no part for --stream-idle-s: the
+    stream failed), 507 stream_limit (too many open streams or their accumulators' memory)."""
+
+
 class TensorLimit(CrunchdError):
     """507 tensor_limit: keeping the tensor would pass --tensor-max-mb or this client's
     --tensor-client-max-mb; no other tensor is ever dropped to make room: delete some."""
@@ -153,6 +159,10 @@ _BY_CODE = {
     "in_use": Conflict,
     "shm_limit": SharedMemoryLimit,
     "tensor_limit": TensorLimit,
+    "stream_closed": StreamError,
+    "part_conflict": StreamError,
+    "stream_idle": StreamError,
+    "stream_limit": StreamError,
     "internal": ServerError,
 }
 
