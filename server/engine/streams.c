@@ -347,6 +347,8 @@ static void fail_locked(cr_stream *s, const cr_error *err)
     j->ms.total = (j->finished_at - s->prog.opened_at) * 1e3;
     cr_request_free_buf(&j->req, CR_BUF_OUTPUT); /* a failed stream keeps nothing */
     memset(&j->req.task.u, 0, sizeof j->req.task.u);
+    /* its client stopped sending (or is told so by the drain): no drain waits for it to look */
+    atomic_store(&j->fetched, true);
     atomic_store(&j->state, CR_JOB_FAILED);
 }
 

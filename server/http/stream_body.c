@@ -283,6 +283,9 @@ static int read_part(stream_body *b, cr_body_stream *s, cr_request *r, uint64_t 
         return -1;
     while (have < cap) {
         ssize_t n = cr_body_stream_read(s, p + have, cap - have);
+        if (n < 0 && s->error == CR_STREAM_BAD) /* answered: the client may still be listening */
+            return cr_fail(err, 400, "invalid_field", "Transfer-Encoding", "the chunked framing is malformed (RFC 9112 "
+                           "7.1: a hex size line, the data, CRLF; a 0 chunk at the end)");
         if (n < 0) {
             *broke = true;
             return cr_fail(err, 400, "invalid_field", "body", "the body broke off");

@@ -12,6 +12,7 @@
 #include "server/codec/json_decode.h"
 #include "server/codec/json_encode.h"
 #include "server/engine/owned.h"
+#include "server/engine/streams.h"
 #include "server/engine/tensors.h"
 #include "server/http/answer.h"
 #include "server/http/respond.h"
@@ -77,6 +78,7 @@ enum MHD_Result cr_route_metrics(cr_conn *c)
     cr_shm_usage(&g.shm_regions, &g.shm_registered_bytes);
     cr_cuda_shm_usage(&g.cuda_shm_regions, &g.cuda_shm_registered_bytes);
     tensor_gauges(c, &g);
+    cr_streams_usage(&g.streams_open, &g.stream_bytes, &g.streams_created, &g.streams_expired);
     char *text = cr_metrics_render(&g, &len);
     return cr_send(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }

@@ -354,6 +354,13 @@ static void render_memory(text *t, const cr_metrics_gauges *g)
               "Bytes of the registered CUDA shared memory regions: the clients' device memory, which "
               "kernels read and write in place.",
               g->cuda_shm_registered_bytes);
+    put_count(t, "crunchd_streams_open", "gauge", "Open streams (POST /v1/jobs {\"stream\": true}, streamed bodies).",
+              g->streams_open);
+    put_count(t, "crunchd_stream_accumulator_bytes", "gauge",
+              "Bytes of the open streams' accumulators (at most --stream-max-mb), charged to the budget.", g->stream_bytes);
+    put_count(t, "crunchd_streams_created_total", "counter", "Streams opened.", g->streams_created);
+    put_count(t, "crunchd_streams_expired_total", "counter", "Streams failed after --stream-idle-s without a part.",
+              g->streams_expired);
     static const struct {
         const char *name, *type, *help;
         size_t at;

@@ -38,6 +38,7 @@ typedef struct {
     uint64_t results_kept_bytes; /* finished async results in the job table */
     uint64_t shm_regions, shm_registered_bytes; /* system shared memory registered by clients */
     uint64_t cuda_shm_regions, cuda_shm_registered_bytes; /* CUDA shared memory (device memory) */
+    uint64_t streams_open, stream_bytes, streams_created, streams_expired; /* server/engine/streams.h */
     /* Resident tensors, per place: [0] host memory, [1 + d] device d (server/engine/tensors.h) */
     int tensor_places;
     struct {

@@ -195,8 +195,8 @@ def test_error_case_count():
 
 @pytest.mark.parametrize("method,path,allowed", [
     ("GET", "/v1/gemm", {"POST"}),
-    ("PUT", "/v1/ata", {"POST"}),
-    ("DELETE", "/v1/histogram", {"POST"}),
+    ("PATCH", "/v1/ata", {"POST", "PUT"}),
+    ("DELETE", "/v1/histogram", {"POST", "PUT"}),
     ("GET", "/v1/jobs", {"POST"}),
     ("POST", "/healthz", {"GET"}),
     ("DELETE", "/readyz", {"GET"}),

@@ -86,7 +86,8 @@ def test_spec_lists_the_contract_routes(spec):
         ("/v1/jobs/{id}/result", "GET"), ("/healthz", "GET"), ("/readyz", "GET"), ("/openapi.yaml", "GET"),
         ("/metrics", "GET"), ("/v1/info", "GET"), ("/v1/kernels", "GET"),
         ("/v1/tensors", "GET"), ("/v1/tensors", "POST"), ("/v1/tensors/{ref}", "GET"),
-        ("/v1/tensors/{ref}", "DELETE"),
+        ("/v1/tensors/{ref}", "DELETE"), ("/v1/ata", "PUT"), ("/v1/histogram", "PUT"),
+        ("/v1/jobs/{id}/parts/{seq}", "PUT"), ("/v1/jobs/{id}/finish", "POST"),
     } | KSERVE_OPS, ops
 
 
@@ -144,6 +145,10 @@ def region_request(daemon, path, method, key):
 def request_for(daemon, path, method, shm_key=None):
     if "{region_name}" in path:
         return region_request(daemon, path, method, shm_key)
+    if "/parts/" in path or path.endswith("/finish"):  # a stream's routes
+        jid = daemon.post("/v1/jobs", {"op": "histogram", "stream": True}).json()["id"]
+        real = path.replace("{id}", jid).replace("{seq}", "0")
+        return daemon.request(method, real, data=b"\x01", headers={"Content-Type": "application/octet-stream"})
     if "{id}" in path:
         jid = daemon.submit({"op": "gemm", "a": [[2]], "b": [[3]]})
         daemon.wait_job(jid)

@@ -89,8 +89,9 @@ def test_async_concurrency_sweep(pa_daemon, model):
 
 
 def test_request_rate_sweep(pa_daemon):
-    out = run_pa(pa_daemon, "gemm", "--request-rate-range", "200:400:200")
-    assert "Request Rate: 200," in out and "Request Rate: 400," in out, out[-2000:]
+    # rates a loaded 2-core CI machine keeps up with next to the other test workers
+    out = run_pa(pa_daemon, "gemm", "--request-rate-range", "50:100:50")
+    assert "Request Rate: 50," in out and "Request Rate: 100," in out, out[-2000:]
 
 
 @pytest.mark.parametrize("model", sorted(SHAPES))
