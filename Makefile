@@ -122,6 +122,10 @@ JSON_BENCH_SIDE ?= 1024
 bench-e2e: build ## on a GPU machine: 4096² GEMM and 512 MiB histogram over HTTP, shared memory, the Unix socket vs their floors (CRUNCHD_E2E_SMALL=1: small, cpu)
 	$(PYTHON) scripts/bench_e2e.py $(BUILD) bench/results/e2e.csv
 
+.PHONY: bench-streams
+bench-streams: build ## on a GPU machine: streamed histograms and AtA (curl -T, parts over 1 and 4 connections, shared memory), resident tensors -> bench/results/streams.csv
+	python3 scripts/bench_streams.py $(BUILD) bench/results/streams.csv
+
 .PHONY: bench-load
 bench-load: build ## jobs/s, p50/p99 at 1-256 connections vs an aiohttp + NumPy server -> bench/results/load.csv, load.png
 	$(PYTHON) scripts/bench_load.py $(BUILD) bench/results/load.csv
