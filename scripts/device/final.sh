@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The wave's GPU run in one call (the device time is short): every CUDA path's correctness first,
+# then the benchmarks, each step bounded so that a slow one cannot starve the rest; every log and
+# CSV lands in OUT_DIR as it is written, so a call cut short still brings back what ran.
+#   here:   scripts/device-pack.sh && scripts/device/pack-extra.sh   (.devpack/: binaries, libs,
+#           perf_analyzer, the Python packages the device lacks)
+#   device: tar -xJf .devpack/device.tar.xz && tar -xJf .devpack/extra.tar.xz &&
+#           scripts/device/final.sh $OUT
+set -uo pipefail
+out=$1
+mkdir -p "$out/results"
+source .device/env.sh
+export PYTHONPATH=$PWD/.pylib${PYTHONPATH:+:$PYTHONPATH}
+export CRUNCHD_BIN=$PWD/.device/bin/crunchd CRUNCHD_BACKEND=cuda PERF_ANALYZER=$PWD/.tools/perf_analyzer/perf_analyzer
+export WRK=$PWD/.device/bin/wrk
+bin=.device/bin
+step() { # seconds name cmd...: one bounded step, its output in OUT/name.log, its time in OUT/steps.txt
+  local secs=$1 name=$2
+  shift 2
+  local t0=$SECONDS
+  timeout -k 5 "$secs" "$@" >"$out/$name.log" 2>&1
+  echo "$name rc=$? ${SECONDS}s-${t0}s=$((SECONDS - t0))s" >>"$out/steps.txt"
+}
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv >"$out/device.txt" 2>&1
+# 1. the kernels' own tests: every kernel at odd sizes, stacks, the generator
+for g in "$bin"/gpu_*; do
+  step 90 "$(basename "$g")" "$g"
+done
+# 2. the HTTP and client suites on cuda, this wave's files first, then the fault test
+wave="tests/http/test_stacks.py tests/http/test_tensors.py tests/http/test_streams.py tests/http/test_kserve_direct.py
+      tests/http/test_perf_analyzer.py tests/http/test_host_path.py"
+[ -f tests/http/test_grpc.py ] && wave="$wave tests/http/test_grpc.py"
+[ -f tests/http/test_random.py ] && wave="$wave tests/http/test_random.py"
+step 150 http-wave python3 -m pytest -q -n 12 --dist loadfile $wave
+step 60 client-cuda python3 -m pytest -q -n 4 tests/client
+CRUNCHD_FAULT_INJECTION=1 CRUNCHD_BIN=$PWD/$bin/crunchd-fault step 40 fault python3 -m pytest -q tests/http/test_fault.py
+# 3. the benchmarks
+CRUNCHD_STREAM_GIB=${CRUNCHD_STREAM_GIB:-4} step 100 bench-streams python3 scripts/bench_streams.py .device "$out/results/streams.csv"
+BENCH_LOAD_SECONDS=3 BENCH_LOAD_WARMUP=0.5 BENCH_LOAD_CONNS=1,64 BENCH_LOAD_ALTS=torch BENCH_LOAD_ALT_WORKERS=8 \
+  BENCH_LOAD_ROWS=gemm64_npy,gemm64_kserve,gemm256_npy,gemm256_kserve,gemm256_json,gemm256_kjson \
+  step 110 bench-load python3 scripts/bench_load.py .device "$out/results/load-kserve.csv"
+[ -f scripts/bench_grpc.py ] && step 45 bench-grpc python3 scripts/bench_grpc.py .device "$out/results/grpc.csv"
+# 4. the rest of the HTTP suite while the call lasts (the caller's limit ends it)
+step 600 http-rest python3 -m pytest -q -n 12 --dist loadfile tests/http --deselect tests/http/test_fault.py \
+  $(for f in $wave; do echo --ignore="$f"; done)
+cat "$out/steps.txt"
