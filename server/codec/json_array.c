@@ -66,7 +66,7 @@ int cr_jarray_measure_shaped(const cr_jfast *fast, const cJSON *shape, const cJS
 {
     char field[64];
     memset(a, 0, sizeof *a);
-    a->name = name;
+    snprintf(a->name, sizeof a->name, "%s", name);
     a->fast = fast;
     snprintf(field, sizeof field, "%s%sdata", name, name[0] ? "." : "");
     if (!data)
@@ -76,7 +76,7 @@ int cr_jarray_measure_shaped(const cr_jfast *fast, const cJSON *shape, const cJS
     const cr_jspan *s = cr_jfast_find(fast, data);
     bool flat = s ? s->rows == 0 : cJSON_IsArray(data) && (!data->child || !cJSON_IsArray(data->child));
     if (!flat) { /* nested data: it must have the declared shape itself */
-        cr_jarray inner = {.name = field, .fast = fast};
+        cr_jarray inner = {.fast = fast};
         cr_shape want = a->shape;
         char ws[160], gs[160];
         if (cr_jarray_measure(fast, data, field, lim, &inner, err))
@@ -86,7 +86,7 @@ int cr_jarray_measure_shaped(const cr_jfast *fast, const cJSON *shape, const cJS
             cr_shape_format(&inner.shape, gs, sizeof gs);
             return cr_fail(err, 400, "invalid_field", field, "%s has shape %s but %s.shape says %s", field, gs, name, ws);
         }
-        inner.name = name;
+        snprintf(inner.name, sizeof inner.name, "%s", name);
         *a = inner;
         return 0;
     }
@@ -202,7 +202,7 @@ int cr_jarray_measure(const cr_jfast *fast, const cJSON *node, const char *name,
                       cr_jarray *out, cr_error *err)
 {
     memset(out, 0, sizeof *out);
-    out->name = name;
+    snprintf(out->name, sizeof out->name, "%s", name);
     out->fast = fast;
     if (cJSON_IsObject(node) && cJSON_GetObjectItemCaseSensitive(node, "shape"))
         return measure_shaped(fast, node, name, lim, out, err);

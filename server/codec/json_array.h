@@ -15,7 +15,7 @@
 #include "server/shape.h"
 
 typedef struct {
-    const char *name;
+    char name[64];        /* its own copy: the caller's name may be a buffer that goes first */
     cr_shape shape;
     enum { CR_JA_MATRIX, CR_JA_FLAT, CR_JA_DEEP } form;
     cr_jmatrix m;         /* CR_JA_MATRIX: the dict form or a 2-D list of rows */
