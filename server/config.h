@@ -35,6 +35,7 @@ typedef struct {
     int result_ttl_s;
     int64_t result_cap_mb;    /* finished async results kept, in bytes of result data */
     int64_t max_memory_mb;    /* the memory budget (server/memory.h); 0: sized from the machine */
+    bool max_memory_auto;     /* set by sizing: the budget follows the machine's memory as it grows */
     int64_t shm_max_mb;       /* shared memory registered at once, charged to the budget;
                                  0: half the memory budget */
     int64_t shm_client_max_mb;/* of which one client (token, IP address or uid); 0: a quarter */

@@ -128,8 +128,10 @@ void cr_config_size(cr_config *c, const cr_machine *m, int gpus)
     if (c->batch_max < 0)
         c->batch_max = gpu ? 32 : 0; /* on the CPU a batch saves no launch: it only serialises */
     /* The other quarter: code, libraries, stacks, per-connection buffers, the CUDA context. */
-    if (!c->max_memory_mb)
+    if (!c->max_memory_mb) {
         c->max_memory_mb = m->memory ? (int64_t)(m->memory / 4 * 3 >> 20) : 4096;
+        c->max_memory_auto = m->memory != 0;
+    }
     if (c->max_memory_mb < 1)
         c->max_memory_mb = 1;
     /* Registered regions are the clients' memory, but pinned on cuda and read by our jobs:

@@ -21,6 +21,7 @@
 #include "server/kserve/shm_region.h"
 #include "server/engine/streams.h"
 #include "server/engine/tensors.h"
+#include "server/machine.h"
 #include "server/memory.h"
 #include "server/obs/log.h"
 #include "server/signals.h"
@@ -127,6 +128,28 @@ static void start_streams(const cr_config *cfg)
     cr_streams_init(&lim);
 }
 
+static bool budget_auto; /* --max-memory-mb 0: 3/4 of the machine's memory, followed as it grows */
+
+/* On some machines (the multi-GPU kinds of our GPU hosts) MemTotal starts small and grows as the
+ * memory is used: a budget read once at start would stay a fraction of the machine. It grows with
+ * the memory (never shrinks: what is charged stays valid), and the log says so. */
+static void budget_follow_memory(double now)
+{
+    static double last;
+    if (!budget_auto || now - last < 10.0)
+        return;
+    last = now;
+    cr_machine m;
+    cr_machine_read(&m);
+    uint64_t want = m.memory / 4 * 3;
+    if (want > cr_mem_limit() + (64u << 20)) {
+        cr_log("info", "memory budget grew to %llu MiB: the machine's memory is now %llu MiB (RAM %llu MiB, cgroup limit "
+               "%llu MiB; --max-memory-mb fixes it)", (unsigned long long)(want >> 20), (unsigned long long)(m.memory >> 20),
+               (unsigned long long)(m.ram >> 20), (unsigned long long)(m.cgroup_memory >> 20));
+        cr_mem_set_limit(want);
+    }
+}
+
 static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
 {
     static double last_shm_sweep;
@@ -141,6 +164,7 @@ static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
         cr_cuda_shm_sweep(now);
         cr_tensors_sweep(now);
         cr_streams_sweep(now);
+        budget_follow_memory(now);
         last_shm_sweep = now;
     }
 }
@@ -271,6 +295,7 @@ static uint64_t backend_cached_bytes(void)
 static void start_memory_budget(const cr_config *cfg, const cr_backend *b)
 {
     cr_mem_set_limit((uint64_t)cfg->max_memory_mb << 20);
+    budget_auto = cfg->max_memory_auto;
     budget_backend = b;
     if (b->host_usage)
         cr_mem_set_probe(backend_cached_bytes, b->host_trim);
