@@ -537,6 +537,17 @@ def cuda_shm_usable():
         return False
 
 
+def write_csv(rows, out_csv):
+    """rows ({case, figure: value}) as a CSV of every figure any row has; returns their names."""
+    keys = sorted({k for r in rows for k in r} - {"case"})
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_csv, "w") as f:
+        f.write("case," + ",".join(keys) + "\n")
+        for r in rows:
+            f.write(r["case"] + "," + ",".join(f"{r.get(k, '')}" for k in keys) + "\n")
+    return keys
+
+
 def main():
     build = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "build").resolve()
     default_csv = build / "e2e-small.csv" if SMALL else ROOT / "bench" / "results" / "e2e.csv"
@@ -583,12 +594,7 @@ def main():
             finally:
                 d.stop()
     os.rmdir(sock_dir)
-    keys = sorted({k for r in rows for k in r} - {"case"})
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    with open(out_csv, "w") as f:
-        f.write("case," + ",".join(keys) + "\n")
-        for r in rows:
-            f.write(r["case"] + "," + ",".join(f"{r.get(k, '')}" for k in keys) + "\n")
+    keys = write_csv(rows, out_csv)
     for r in rows:
         if "rss_growth_mib" in r:
             print(f"{r['case']}: peak RSS grew {r['rss_growth_mib']:.0f} MiB for a "

@@ -284,12 +284,7 @@ def main():
             rows += bench_tensor_gemm(d, 512 if small else 4096, "auto" if small else "cublas")
     finally:
         d.stop()
-    keys = sorted({k for r in rows for k in r} - {"case"})
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    with open(out_csv, "w") as f:
-        f.write("case," + ",".join(keys) + "\n")
-        for r in rows:
-            f.write(r["case"] + "," + ",".join(f"{r.get(k, '')}" for k in keys) + "\n")
+    keys = bench_e2e.write_csv(rows, out_csv)
     for r in rows:
         print(r["case"] + ": " + ", ".join(f"{k}={r[k]:.3g}" if isinstance(r[k], float) else f"{k}={r[k]}"
                                            for k in keys if k in r))
