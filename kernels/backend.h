@@ -269,6 +269,12 @@ struct cr_backend {
     void *(*tensor_alloc)(int device, size_t bytes);
     void (*tensor_free)(int device, void *p);
     cr_status (*tensor_copy)(int device, void *dst, const void *src, size_t bytes, bool to_device);
+    /* Optional (NULL: the server generates on the host with kernels/random.h): count elements of
+     * the generated-operand stream of `seed` (normal or uniform, kernels/random.h) as dtype dt into
+     * p: device memory of `device` from tensor_alloc (cuda: a kernel, so a generated operand is
+     * never uploaded), or host memory when device < 0. Synchronous; the same bits everywhere. */
+    cr_status (*fill_random)(int device, void *p, uint64_t count, cr_dtype dt, bool normal, uint64_t seed, char *err,
+                             size_t errlen);
 };
 
 extern const cr_backend cr_backend_cpu;

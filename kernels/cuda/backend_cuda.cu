@@ -164,6 +164,8 @@ extern "C" cr_status cr_cuda_device_write(void *dst, const void *src, size_t byt
 extern "C" void *cr_cuda_tensor_alloc(int device, size_t bytes);
 extern "C" void cr_cuda_tensor_free(int device, void *p);
 extern "C" cr_status cr_cuda_tensor_copy(int device, void *dst, const void *src, size_t bytes, bool to_device);
+extern "C" cr_status cr_cuda_fill_random(int device, void *p, uint64_t count, cr_dtype dt, bool normal, uint64_t seed,
+                                         char *err, size_t errlen);
 
 extern "C" const cr_backend cr_backend_cuda = {
     "cuda",
@@ -207,4 +209,5 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_cuda_tensor_alloc,
     cr_cuda_tensor_free,
     cr_cuda_tensor_copy,
+    cr_cuda_fill_random,
 };
