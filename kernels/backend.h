@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/device_peaks.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -130,6 +132,8 @@ typedef struct {
     uint64_t memory_total, memory_free;
     int multiprocessors;
     int cc_major, cc_minor;
+    int sm_clock_mhz, memory_clock_mhz, memory_bus_bits; /* rated; 0 where unknown (cpu) */
+    cr_device_peaks peaks;                                /* all 0 where unknown (cpu) */
 } cr_device_info;
 
 typedef struct cr_worker cr_worker;

@@ -101,6 +101,22 @@ static void cuda_versions(int *runtime, int *driver)
         *driver = 0;
 }
 
+/* The rated clocks (attributes: CUDA 13's cudaDeviceProp has none) and the peaks they give. */
+static cudaError_t device_clocks(int index, cr_device_info *out)
+{
+    cr_cuda_err e = {};
+    int sm_khz = 0, mem_khz = 0;
+    CR_CHECK(&e, cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, index));
+    CR_CHECK(&e, cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, index));
+    CR_CHECK(&e, cudaDeviceGetAttribute(&out->memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, index));
+    out->sm_clock_mhz = sm_khz / 1000;
+    out->memory_clock_mhz = mem_khz / 1000;
+    out->peaks = cr_device_peaks_of(out->cc_major, out->cc_minor, out->multiprocessors, out->sm_clock_mhz,
+                                    out->memory_clock_mhz, out->memory_bus_bits);
+cleanup:
+    return e.code;
+}
+
 static cr_status cuda_device_info(int index, cr_device_info *out)
 {
     cr_cuda_err e = {};
@@ -119,6 +135,7 @@ static cr_status cuda_device_info(int index, cr_device_info *out)
     out->multiprocessors = prop.multiProcessorCount;
     out->cc_major = prop.major;
     out->cc_minor = prop.minor;
+    CR_CHECK(&e, device_clocks(index, out));
     return CR_OK;
 cleanup:
     return cr_cuda_status(e.code);
