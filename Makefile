@@ -222,6 +222,8 @@ $(BUILD)/bench/%: bench/%.cu $(BUILD)/libcrunchkernels.a $(GPU_HEADERS)
 
 # The spec is built into the daemon (.incbin): its object follows it.
 $(BUILD)/server/http/openapi.o: api/openapi.yaml
+# So is the page at GET / (server/ui/: HTML, CSS, script).
+$(BUILD)/server/http/ui.o: $(wildcard server/ui/*)
 
 # -MMD: each object depends on exactly the headers it includes (build/**/*.d).
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)

@@ -84,6 +84,9 @@ typedef struct {
         int device;
         double expires_at;
     } result_tensor;
+    /* "output": {"discard": true}: the result is made and dropped, the answer's "result" is null
+     * (compare mode's table and the timings are what such a client wants: the page at GET /). */
+    bool result_discarded;
 } cr_request;
 
 /* The result's shape: out_shape, or the task's (m, n), (n, n) or (bins,). */

@@ -742,6 +742,26 @@ static int tensor_output(const cJSON *out, cr_request *r, cr_error *err)
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
+static int decode_op(cr_op op, const cJSON *root, const cr_limits *lim, const cr_jfast *fast, cr_request *r,
+                     cr_error *err)
+{
+    switch (op) {
+    case CR_OP_GEMM: return decode_gemm(root, lim, fast, r, err);
+    case CR_OP_ATA: return decode_ata(root, lim, fast, r, err);
+    case CR_OP_HISTOGRAM: return decode_histogram(root, lim, fast, r, err);
+    default: return cr_fail(err, 500, "internal", "op", "unexpected op %d", (int)op);
+    }
+}
+
+/* "output": {"discard": true}: the result is made and dropped (the answer's result is null). */
+static int output_discarded(const cJSON *out, cr_request *r, cr_error *err)
+{
+    if (cJSON_GetArraySize(out) != 1 || !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "discard")))
+        return cr_fail(err, 400, "invalid_field", "output.discard", "output.discard is true and alone in output");
+    r->result_discarded = true;
+    return 0;
+}
+
 static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
                        const cr_jfast *fast, cr_request *r, cr_error *err)
 {
@@ -759,22 +779,12 @@ static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
     cr_jshm_place output;
     const cJSON *out = cJSON_GetObjectItemCaseSensitive(root, "output");
     bool to_tensor = cJSON_IsObject(out) && cJSON_GetObjectItemCaseSensitive(out, "tensor");
+    bool discard = cJSON_IsObject(out) && cJSON_GetObjectItemCaseSensitive(out, "discard");
+    if (discard)
+        return output_discarded(out, r, err) ? -1 : decode_op(op, root, lim, fast, r, err);
     if (!to_tensor && cr_jshm_parse_output(root, &has_output, &output, err))
         return -1;
-    int rc;
-    switch (op) {
-    case CR_OP_GEMM:
-        rc = decode_gemm(root, lim, fast, r, err);
-        break;
-    case CR_OP_ATA:
-        rc = decode_ata(root, lim, fast, r, err);
-        break;
-    case CR_OP_HISTOGRAM:
-        rc = decode_histogram(root, lim, fast, r, err);
-        break;
-    default:
-        return cr_fail(err, 500, "internal", "op", "unexpected op %d", (int)op);
-    }
+    int rc = decode_op(op, root, lim, fast, r, err);
     if (rc)
         return rc;
     if (to_tensor)

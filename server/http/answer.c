@@ -228,7 +228,7 @@ enum MHD_Result cr_send_job(cr_conn *c, cr_job *j)
     if (atomic_load(&j->state) != CR_JOB_DONE)
         return cr_send_error(c, &j->error);
     /* errors, and results left in shared memory or kept as tensors, stay JSON */
-    if (wants_npy(c) && !j->req.result_shm.on && !j->req.result_tensor.id[0])
+    if (wants_npy(c) && !j->req.result_shm.on && !j->req.result_tensor.id[0] && !j->req.result_discarded)
         return send_npy(c, j);
     cr_error err;
     if (cr_json_nonfinite_result(j, &err) < 0)
