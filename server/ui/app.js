@@ -96,10 +96,11 @@ function showInfo(info) {
                      p.fp32_gflops ? `${fmt(p.fp32_gflops / 1e3)} TFLOP/s` : "–",
                      p.memory_gbs ? `${fmt(p.memory_gbs)} GB/s` : "–"], [3]));
   }
-  if (info.backend === "cpu" && !state.sizesTouched) { // the CPU's reference kernels are slow: small defaults
-    for (const [id, v] of [["c-m", 256], ["c-n", 256], ["c-k", 256], ["c-count", 1048576]]) $(id).value = v;
-  } else if (!state.sizesTouched) {
-    for (const [id, v] of [["c-m", 4096], ["c-n", 4096], ["c-k", 4096], ["c-count", 268435456]]) $(id).value = v;
+  if (!state.sized) { // once: sizes that take a second or so (the CPU's reference kernels are slow)
+    const sizes = info.backend === "cpu" ? [256, 1048576] : [4096, 268435456];
+    for (const id of ["c-m", "c-n", "c-k"]) $(id).value = sizes[0];
+    $("c-count").value = sizes[1];
+    state.sized = true;
   }
 }
 
@@ -376,7 +377,6 @@ function start() {
   });
   $("c-op").addEventListener("change", fitForm);
   $("c-dtype").addEventListener("change", fitForm);
-  for (const id of ["c-m", "c-n", "c-k", "c-count"]) $(id).addEventListener("input", () => { state.sizesTouched = true; });
   $("compare-form").addEventListener("submit", runComparison);
   fitForm();
   loadStatic();
