@@ -14,6 +14,7 @@ import tempfile
 import pytest
 
 from conftest import BACKEND, ROOT, Daemon
+from test_perf_analyzer import shm_names_lock
 import doc_examples
 
 DOCS = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
@@ -43,6 +44,8 @@ def needs(body):
         return "CUDA shared memory needs the cuda backend and cuda-python (test_cuda_shm.py covers it)"
     if "tritonclient" in text and importlib.util.find_spec("tritonclient") is None:
         return "tritonclient is not installed"
+    if ".tools/perf_analyzer" in text and not os.access(ROOT / ".tools" / "perf_analyzer" / "perf_analyzer", os.X_OK):
+        return "perf_analyzer is not fetched (make deps)"
     return None
 
 
@@ -55,7 +58,8 @@ def test_doc_example(docs_daemon, where, lang, body):
     env = dict(os.environ, PORT=str(d.port), PYTHONPATH=str(CLIENT_DIR))
     if lang == "sh":
         script = doc_examples.sh_script(body, d.port, d.unix_path)
-        p = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=180, env=env)
+        with shm_names_lock(script):  # perf_analyzer's shared-memory objects have fixed names
+            p = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=180, env=env)
     else:
         code = doc_examples.localize("\n".join(body), d.port, d.unix_path)
         p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180, env=env)
