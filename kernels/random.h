@@ -64,26 +64,26 @@ CR_RANDOM_FN uint64_t cr_random_key(uint64_t seed) { return cr_random_mix(seed);
 /* The j-th word of the stream (splitmix64's j-th output from state key). */
 CR_RANDOM_FN uint64_t cr_random_word(uint64_t key, uint64_t j) { return cr_random_mix(key + (j + 1) * CR_RANDOM_GAMMA); }
 
+/* Bit casts: memcpy, which nvcc and gcc both turn into a register move. */
 CR_RANDOM_FN uint64_t cr_random_double_bits(double x)
 {
-#ifdef __CUDA_ARCH__
-    return (uint64_t)__double_as_longlong(x);
-#else
     uint64_t u;
     memcpy(&u, &x, sizeof u);
     return u;
-#endif
 }
 
 CR_RANDOM_FN double cr_random_bits_double(uint64_t u)
 {
-#ifdef __CUDA_ARCH__
-    return __longlong_as_double((long long)u);
-#else
     double x;
     memcpy(&x, &u, sizeof x);
     return x;
-#endif
+}
+
+CR_RANDOM_FN uint32_t cr_random_float_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
 }
 
 /* ln x for x in (0, 1] (never 0: u1 >= 2^-53): x = m * 2^e with m in [sqrt(1/2), sqrt(2)), and
@@ -174,17 +174,6 @@ CR_RANDOM_FN double cr_random_uniform(uint64_t key, uint64_t i, int p)
 {
     double k = (double)(cr_random_word(key, i) >> (64 - p));
     return CR_RADD(CR_RMUL(k, cr_random_bits_double((uint64_t)(1023 + 1 - p) << 52)), -1.0); /* k 2^(1-p) - 1 */
-}
-
-CR_RANDOM_FN uint32_t cr_random_float_bits(float f)
-{
-#ifdef __CUDA_ARCH__
-    return (uint32_t)__float_as_uint(f);
-#else
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-#endif
 }
 
 /* float32 -> float16 bits, round to nearest even (as numpy's astype(float16)). The values here

