@@ -221,7 +221,7 @@ function compareBody() {
   if (op === "gemm") {
     body.a = generated([num("c-m"), num("c-k")], seed);
     body.b = generated([num("c-k"), num("c-n")], seed + 1);
-    body.precision = $("c-precision").value;
+    if (dtype === "float32") body.precision = $("c-precision").value; // tf32 is float32's only
   } else if (op === "ata") {
     body.a = generated([num("c-m"), num("c-n")], seed);
   } else {

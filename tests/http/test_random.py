@@ -98,14 +98,16 @@ def test_async_job_on_generated_operands(daemon):
     assert np.array_equal(as_array(res, "float64"), random_operand((8, 8), "float64", "uniform", 5))
 
 
-def test_compare_mode_on_generated_operands(daemon):
+def test_compare_mode_on_generated_operands(daemon, kernels):
     """The page's comparison: every kernel on the same generated operands (in device memory on cuda)."""
     r = daemon.post("/v1/gemm", {"a": rand((96, 64), seed=1), "b": rand((64, 80), seed=2), "kernel": "all"})
     assert r.status_code == 200, r.text
     body = r.json()
     rows = body["kernels"]
     assert len(rows) >= 2 and all(k["status"] == "ok" for k in rows), rows
-    assert max(k["max_rel_error"] for k in rows) < 1e-4, rows
+    tf32 = {k["name"] for k in kernels["gemm"] if k["precision"] == "tf32"}
+    for k in rows:  # TF32 rounds the inputs to 10 bits; everything else is float32 arithmetic
+        assert k["max_rel_error"] < (1e-2 if k["kernel"] in tf32 else 1e-4), k
     want = random_operand((96, 64), seed=1).astype(np.float64) @ random_operand((64, 80), seed=2)
     np.testing.assert_allclose(as_array(body["result"], "float32"), want, rtol=1e-4, atol=1e-4)
 
