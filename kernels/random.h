@@ -86,9 +86,19 @@ CR_RANDOM_FN uint32_t cr_random_float_bits(float f)
     return u;
 }
 
+/* Horner's rule over c[0..n), c[0] the constant term: each step rounded twice, as numpy's
+ * p * x + c is (the reference's horner()). */
+CR_RANDOM_FN double cr_random_horner(const double *c, int n, double x)
+{
+    double p = c[n - 1];
+    for (int k = n - 2; k >= 0; k--)
+        p = CR_RHORNER(p, x, c[k]);
+    return p;
+}
+
 /* ln x for x in (0, 1] (never 0: u1 >= 2^-53): x = m * 2^e with m in [sqrt(1/2), sqrt(2)), and
  * ln m = 2 atanh(s) = 2 s (1 + s^2/3 + s^4/5 + ...), s = (m - 1)/(m + 1), |s| <= 0.172: twelve
- * terms reach 1e-18. */
+ * terms reach 1e-18. Function-scope static const tables are fine in device code too. */
 CR_RANDOM_FN double cr_random_log(double x)
 {
     uint64_t u = cr_random_double_bits(x);
@@ -99,54 +109,32 @@ CR_RANDOM_FN double cr_random_log(double x)
         e += 1;
     }
     double s = CR_RDIV(CR_RADD(m, -1.0), CR_RADD(m, 1.0)), s2 = CR_RMUL(s, s);
-    /* 1/(2k+1), k = 11 down to 0, in Horner's order */
-    double p = 0x1.642c8590b2164p-5;
-    p = CR_RHORNER(p, s2, 0x1.8618618618618p-5);
-    p = CR_RHORNER(p, s2, 0x1.af286bca1af28p-5);
-    p = CR_RHORNER(p, s2, 0x1.e1e1e1e1e1e1ep-5);
-    p = CR_RHORNER(p, s2, 0x1.1111111111111p-4);
-    p = CR_RHORNER(p, s2, 0x1.3b13b13b13b14p-4);
-    p = CR_RHORNER(p, s2, 0x1.745d1745d1746p-4);
-    p = CR_RHORNER(p, s2, 0x1.c71c71c71c71cp-4);
-    p = CR_RHORNER(p, s2, 0x1.2492492492492p-3);
-    p = CR_RHORNER(p, s2, 0x1.999999999999ap-3);
-    p = CR_RHORNER(p, s2, 0x1.5555555555555p-2);
-    p = CR_RHORNER(p, s2, 0x1.0000000000000p+0);
+    static const double c[12] = {0x1.0000000000000p+0, 0x1.5555555555555p-2, 0x1.999999999999ap-3,
+                                 0x1.2492492492492p-3, 0x1.c71c71c71c71cp-4, 0x1.745d1745d1746p-4,
+                                 0x1.3b13b13b13b14p-4, 0x1.1111111111111p-4, 0x1.e1e1e1e1e1e1ep-5,
+                                 0x1.af286bca1af28p-5, 0x1.8618618618618p-5, 0x1.642c8590b2164p-5}; /* 1/(2k+1) */
+    double p = cr_random_horner(c, 12, s2);
     return CR_RADD(CR_RMUL((double)e, 0x1.62e42fefa39efp-1), CR_RMUL(CR_RMUL(2.0, s), p)); /* e ln 2 + ln m */
 }
 
-/* cos x = sum (-1)^k x^2k / (2k)!, k = 0..11, in Horner's order over x^2. */
+/* cos x = sum (-1)^k x^2k / (2k)!, k = 0..11, over x^2. */
 CR_RANDOM_FN double cr_random_cos_poly(double x2)
 {
-    double p = -0x1.0ce396db7f853p-70;
-    p = CR_RHORNER(p, x2, 0x1.e542ba4020225p-62);
-    p = CR_RHORNER(p, x2, -0x1.6827863b97d97p-53);
-    p = CR_RHORNER(p, x2, 0x1.ae7f3e733b81fp-45);
-    p = CR_RHORNER(p, x2, -0x1.93974a8c07c9dp-37);
-    p = CR_RHORNER(p, x2, 0x1.1eed8eff8d898p-29);
-    p = CR_RHORNER(p, x2, -0x1.27e4fb7789f5cp-22);
-    p = CR_RHORNER(p, x2, 0x1.a01a01a01a01ap-16);
-    p = CR_RHORNER(p, x2, -0x1.6c16c16c16c17p-10);
-    p = CR_RHORNER(p, x2, 0x1.5555555555555p-5);
-    p = CR_RHORNER(p, x2, -0x1.0000000000000p-1);
-    return CR_RHORNER(p, x2, 0x1.0000000000000p+0);
+    static const double c[12] = {0x1.0000000000000p+0,  -0x1.0000000000000p-1, 0x1.5555555555555p-5,
+                                 -0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-16, -0x1.27e4fb7789f5cp-22,
+                                 0x1.1eed8eff8d898p-29,  -0x1.93974a8c07c9dp-37, 0x1.ae7f3e733b81fp-45,
+                                 -0x1.6827863b97d97p-53, 0x1.e542ba4020225p-62, -0x1.0ce396db7f853p-70};
+    return cr_random_horner(c, 12, x2);
 }
 
 /* sin x = x sum (-1)^k x^2k / (2k+1)!, k = 0..11. */
 CR_RANDOM_FN double cr_random_sin_poly(double x, double x2)
 {
-    double p = -0x1.761b41316381ap-75;
-    p = CR_RHORNER(p, x2, 0x1.71b8ef6dcf572p-66);
-    p = CR_RHORNER(p, x2, -0x1.2f49b46814157p-57);
-    p = CR_RHORNER(p, x2, 0x1.952c77030ad4ap-49);
-    p = CR_RHORNER(p, x2, -0x1.ae7f3e733b81fp-41);
-    p = CR_RHORNER(p, x2, 0x1.6124613a86d09p-33);
-    p = CR_RHORNER(p, x2, -0x1.ae64567f544e4p-26);
-    p = CR_RHORNER(p, x2, 0x1.71de3a556c734p-19);
-    p = CR_RHORNER(p, x2, -0x1.a01a01a01a01ap-13);
-    p = CR_RHORNER(p, x2, 0x1.1111111111111p-7);
-    p = CR_RHORNER(p, x2, -0x1.5555555555555p-3);
-    return CR_RMUL(CR_RHORNER(p, x2, 0x1.0000000000000p+0), x);
+    static const double c[12] = {0x1.0000000000000p+0,  -0x1.5555555555555p-3, 0x1.1111111111111p-7,
+                                 -0x1.a01a01a01a01ap-13, 0x1.71de3a556c734p-19, -0x1.ae64567f544e4p-26,
+                                 0x1.6124613a86d09p-33,  -0x1.ae7f3e733b81fp-41, 0x1.952c77030ad4ap-49,
+                                 -0x1.2f49b46814157p-57, 0x1.71b8ef6dcf572p-66, -0x1.761b41316381ap-75};
+    return CR_RMUL(cr_random_horner(c, 12, x2), x);
 }
 
 /* cos(2 pi t) for t in [0, 1): 4t = n + r exactly (n = 0..3, r in [0, 1)), x = r pi/2, and by the
