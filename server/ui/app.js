@@ -240,10 +240,11 @@ function problemSize(op, dtype) {
   return { flops: 0, bytes: es * num("c-count") };
 }
 
-/* The device's ceilings for this dtype and precision: [{name, gflops}], and its memory GB/s. */
-function ceilings(dtype, precision) {
+/* The device's ceilings for the op and dtype: [{name, gflops}], and its memory GB/s. */
+function ceilings(op, dtype) {
   const d = state.info && state.info.devices[0], p = (d && d.peaks) || {};
-  const named = { float32: [["FP32", p.fp32_gflops]].concat(precision === "tf32" ? [["TF32 tensor", p.tf32_tensor_gflops]] : []),
+  // compare mode runs a float32 GEMM's TF32 kernels whatever its precision: both ceilings
+  const named = { float32: [["FP32", p.fp32_gflops]].concat(op === "gemm" ? [["TF32 tensor", p.tf32_tensor_gflops]] : []),
                   float64: [["FP64", p.fp64_gflops], ["FP64 tensor", p.fp64_tensor_gflops]],
                   float16: [["FP16 tensor", p.fp16_tensor_gflops]], bfloat16: [["BF16 tensor", p.bf16_tensor_gflops]] };
   return { flops: (named[dtype] || []).filter(([, v]) => v > 0).map(([name, gflops]) => ({ name, gflops })),
@@ -257,7 +258,7 @@ function el(name, attrs, text) {
   return e;
 }
 
-const CHART = { width: 560, label: 120, row: 24, top: 8, right: 150 };
+const CHART = { width: 600, label: 120, row: 24, top: 8, right: 200 };
 
 /* Horizontal bars, one per kernel, with the values as data attributes (the browser test reads
  * them) and a dashed line for each ceiling that fits the scale. */
@@ -287,18 +288,18 @@ function drawBars(svg, rows, value, kind, unit, lines = []) {
 
 /* Log-log: GFLOP/s against flops per byte, the roof min(peak, bandwidth x intensity) and one point
  * per kernel at the problem's intensity (the bytes each operand and the result must move once). */
-function drawRoofline(svg, rows, op, dtype, precision) {
+function drawRoofline(svg, rows, op, dtype) {
   const W = 560, H = 300, L = 60, B = 36, T = 10, R = 20;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   svg.replaceChildren();
-  const c = ceilings(dtype, precision), size = problemSize(op, dtype);
+  const c = ceilings(op, dtype), size = problemSize(op, dtype);
   if (op === "histogram" || !c.gbs || !c.flops.length) {
     svg.append(el("text", { x: 10, y: 30 }, op === "histogram"
       ? "a histogram is bound by memory: its rate chart shows the bandwidth line"
       : "no peak rates for this device (GET /v1/info has none on the cpu backend)"));
     return;
   }
-  const ai = size.flops / size.bytes, peak = Math.max(...c.flops.map((f) => f.gflops));
+  const ai = size.flops / size.bytes, peak = Math.max(...c.flops.map((f) => f.gflops), ...rows.map((r) => r.rate));
   const x0 = Math.log10(0.1), x1 = Math.log10(Math.max(1e4, ai * 4));
   const y1 = Math.log10(peak * 2), y0 = Math.log10(Math.max(1e-3, Math.min(peak / 1e5, ...rows.filter((r) => r.rate > 0).map((r) => r.rate / 2))));
   const X = (v) => L + ((Math.log10(v) - x0) / (x1 - x0)) * (W - L - R);
@@ -310,7 +311,7 @@ function drawRoofline(svg, rows, op, dtype, precision) {
   for (let e = Math.ceil(y0); e <= Math.floor(y1); e++)
     svg.append(el("text", { x: L - 4, y: Y(10 ** e) + 4, "text-anchor": "end" }, fmt(10 ** e)));
   svg.append(el("text", { x: (L + W) / 2, y: H - 4, "text-anchor": "middle" }, "flops per byte"));
-  svg.append(el("text", { x: 12, y: T + 10 }, "GFLOP/s"));
+  svg.append(el("text", { x: L + 6, y: T + 10 }, "GFLOP/s"));
   for (const f of c.flops) {
     const knee = f.gflops / c.gbs, lo = 10 ** x0, hi = 10 ** x1;
     const pts = [[lo, Math.max(10 ** y0, c.gbs * lo)], [Math.max(lo, knee), f.gflops], [hi, f.gflops]];
@@ -329,13 +330,13 @@ function showComparison(op, dtype, precision, answer) {
   const rateKey = op === "histogram" ? "gbps" : "gflops", unit = op === "histogram" ? "GB/s" : "GFLOP/s";
   const rows = answer.kernels.map((k) => ({ kernel: k.kernel, ms: k.ms, rate: k[rateKey], max_rel_error: k.max_rel_error, status: k.status }));
   state.compare = { op, dtype, precision, rows };
-  const c = ceilings(dtype, precision);
+  const c = ceilings(op, dtype);
   const lines = op === "histogram" ? (c.gbs ? [{ name: "memory", value: c.gbs }] : [])
                                    : c.flops.map((f) => ({ name: f.name, value: f.gflops }));
   $("rate-caption").textContent = `${unit} (higher is better; dashed: the device's peak)`;
   drawBars($("chart-time"), rows, (r) => r.ms, "time", "ms");
   drawBars($("chart-rate"), rows, (r) => r.rate, "rate", unit, lines);
-  drawRoofline($("roofline"), rows, op, dtype, precision);
+  drawRoofline($("roofline"), rows, op, dtype);
   $("compare-json").textContent = JSON.stringify(answer, null, 1);
 }
 
