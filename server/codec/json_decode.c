@@ -742,17 +742,6 @@ static int tensor_output(const cJSON *out, cr_request *r, cr_error *err)
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-static int decode_op(cr_op op, const cJSON *root, const cr_limits *lim, const cr_jfast *fast, cr_request *r,
-                     cr_error *err)
-{
-    switch (op) {
-    case CR_OP_GEMM: return decode_gemm(root, lim, fast, r, err);
-    case CR_OP_ATA: return decode_ata(root, lim, fast, r, err);
-    case CR_OP_HISTOGRAM: return decode_histogram(root, lim, fast, r, err);
-    default: return cr_fail(err, 500, "internal", "op", "unexpected op %d", (int)op);
-    }
-}
-
 /* "output": {"discard": true}: the result is made and dropped (the answer's result is null). */
 static int output_discarded(const cJSON *out, cr_request *r, cr_error *err)
 {
@@ -780,13 +769,26 @@ static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
     const cJSON *out = cJSON_GetObjectItemCaseSensitive(root, "output");
     bool to_tensor = cJSON_IsObject(out) && cJSON_GetObjectItemCaseSensitive(out, "tensor");
     bool discard = cJSON_IsObject(out) && cJSON_GetObjectItemCaseSensitive(out, "discard");
-    if (discard)
-        return output_discarded(out, r, err) ? -1 : decode_op(op, root, lim, fast, r, err);
-    if (!to_tensor && cr_jshm_parse_output(root, &has_output, &output, err))
+    if (!to_tensor && !discard && cr_jshm_parse_output(root, &has_output, &output, err))
         return -1;
-    int rc = decode_op(op, root, lim, fast, r, err);
+    int rc;
+    switch (op) {
+    case CR_OP_GEMM:
+        rc = decode_gemm(root, lim, fast, r, err);
+        break;
+    case CR_OP_ATA:
+        rc = decode_ata(root, lim, fast, r, err);
+        break;
+    case CR_OP_HISTOGRAM:
+        rc = decode_histogram(root, lim, fast, r, err);
+        break;
+    default:
+        return cr_fail(err, 500, "internal", "op", "unexpected op %d", (int)op);
+    }
     if (rc)
         return rc;
+    if (discard)
+        return output_discarded(out, r, err);
     if (to_tensor)
         return tensor_output(out, r, err);
     if (!has_output)
