@@ -28,7 +28,7 @@ COPY scripts/deps.sh scripts/deps.sh
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends make \
- && make deps \
+ && CRUNCHD_NO_BROWSER=1 make deps \
  && rm -rf /var/lib/apt/lists/*
 
 COPY . .

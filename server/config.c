@@ -111,6 +111,8 @@ static const opt_spec specs[] = {
     {"auth-token-file", OPT_STR, F(auth_token_file), 0, 0, "none",
      "require 'Authorization: Bearer <token>' (token read from this file at start)"},
     {"metrics-auth", OPT_BOOL, F(metrics_auth), 0, 0, "off", "/metrics needs the token too"},
+    {"no-ui", OPT_BOOL, F(no_ui), 0, 0, "off",
+     "serve no page at GET / (then / answers 404 as any unknown path, and /ui/ too)"},
     {"tls-cert", OPT_STR, F(tls_cert), 0, 0, "none", "serve HTTPS with this PEM certificate (with --tls-key)"},
     {"tls-key", OPT_STR, F(tls_key), 0, 0, "none", "the PEM private key of --tls-cert"},
     {"tls-priorities", OPT_STR, F(tls_priorities), 0, 0, "TLS 1.2+, forward-secret ECDHE/DHE only",

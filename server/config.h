@@ -55,6 +55,7 @@ typedef struct {
     char cors_origin[1024];   /* allowed browser origins, comma-separated; empty: CORS off */
     char auth_token_file[256];
     bool metrics_auth;
+    bool no_ui;               /* no page at GET / (server/http/ui.c) */
     char tls_cert[256], tls_key[256];
     char unix_socket[108];    /* also serve on this Unix socket (sun_path's size); "": no */
     char unix_socket_mode[8]; /* octal text, as given */

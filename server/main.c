@@ -13,6 +13,7 @@
 #include "server/build_info.h"
 #include "server/http/check.h"
 #include "server/clock.h"
+#include "server/codec/json_random.h"
 #include "server/config.h"
 #include "server/engine/engine.h"
 #include "server/http/listener.h"
@@ -341,6 +342,7 @@ int main(int argc, char **argv)
     cr_cuda_shm_init(cr_engine_backend(e), cr_engine_device_count(e), cfg.shm_idle_s);
     start_tensors(&cfg, e);
     start_streams(&cfg);
+    cr_jrandom_init(cr_engine_backend(e), cr_engine_device_count(e));
     cr_job_table jobs;
     if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)cfg.result_cap_mb << 20) < 0) {
         cr_http_stop(h);

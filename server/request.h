@@ -90,6 +90,9 @@ typedef struct cr_request_s {
     struct cr_stream *stream;
     uint64_t stream_seq, stream_bytes;
     void (*stream_drop)(struct cr_request_s *r);
+    /* "output": {"discard": true}: the result is made and dropped, the answer's "result" is null
+     * (compare mode's table and the timings are what such a client wants: the page at GET /). */
+    bool result_discarded;
 } cr_request;
 
 /* The result's shape: out_shape, or the task's (m, n), (n, n) or (bins,). */

@@ -1,6 +1,7 @@
 /* The CPU backend: OpenBLAS for the matrix ops, plain C references, the host as device 0.
  * It exists so the daemon and every HTTP test run on a machine without a GPU. */
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/random.h"
 #include "kernels/registry.h"
 
 #include <cblas.h>
@@ -193,6 +194,15 @@ static uint64_t cpu_task_host_bytes(const cr_task *t)
     return each * (uint64_t)cpu_stack_threads(t, CPU_STACK_PLAIN);
 }
 
+/* Host memory is the cpu backend's device memory: the shared generator, on a few threads. */
+static cr_status cpu_fill_random(int device, void *p, uint64_t count, cr_dtype dt, bool normal, uint64_t seed,
+                                 char *err, size_t errlen)
+{
+    (void)device, (void)err, (void)errlen;
+    cr_random_fill_host(p, count, dt, normal, seed);
+    return CR_OK;
+}
+
 const cr_backend cr_backend_cpu = {
     .name = "cpu",
     .id = CR_BACKEND_CPU,
@@ -210,4 +220,5 @@ const cr_backend cr_backend_cpu = {
     .batch_wait = cpu_batch_wait,
     .run_launch = cpu_run_launch,
     .run_wait = cpu_run_wait,
+    .fill_random = cpu_fill_random,
 };

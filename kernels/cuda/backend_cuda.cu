@@ -101,6 +101,22 @@ static void cuda_versions(int *runtime, int *driver)
         *driver = 0;
 }
 
+/* The rated clocks (attributes: CUDA 13's cudaDeviceProp has none) and the peaks they give. */
+static cudaError_t device_clocks(int index, cr_device_info *out)
+{
+    cr_cuda_err e = {};
+    int sm_khz = 0, mem_khz = 0;
+    CR_CHECK(&e, cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, index));
+    CR_CHECK(&e, cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, index));
+    CR_CHECK(&e, cudaDeviceGetAttribute(&out->memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, index));
+    out->sm_clock_mhz = sm_khz / 1000;
+    out->memory_clock_mhz = mem_khz / 1000;
+    out->peaks = cr_device_peaks_of(out->cc_major, out->cc_minor, out->multiprocessors, out->sm_clock_mhz,
+                                    out->memory_clock_mhz, out->memory_bus_bits);
+cleanup:
+    return e.code;
+}
+
 static cr_status cuda_device_info(int index, cr_device_info *out)
 {
     cr_cuda_err e = {};
@@ -119,6 +135,7 @@ static cr_status cuda_device_info(int index, cr_device_info *out)
     out->multiprocessors = prop.multiProcessorCount;
     out->cc_major = prop.major;
     out->cc_minor = prop.minor;
+    CR_CHECK(&e, device_clocks(index, out));
     return CR_OK;
 cleanup:
     return cr_cuda_status(e.code);
@@ -164,6 +181,8 @@ extern "C" cr_status cr_cuda_device_write(void *dst, const void *src, size_t byt
 extern "C" void *cr_cuda_tensor_alloc(int device, size_t bytes);
 extern "C" void cr_cuda_tensor_free(int device, void *p);
 extern "C" cr_status cr_cuda_tensor_copy(int device, void *dst, const void *src, size_t bytes, bool to_device);
+extern "C" cr_status cr_cuda_fill_random(int device, void *p, uint64_t count, cr_dtype dt, bool normal, uint64_t seed,
+                                         char *err, size_t errlen);
 
 extern "C" const cr_backend cr_backend_cuda = {
     "cuda",
@@ -207,4 +226,5 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_cuda_tensor_alloc,
     cr_cuda_tensor_free,
     cr_cuda_tensor_copy,
+    cr_cuda_fill_random,
 };

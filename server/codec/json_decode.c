@@ -16,6 +16,7 @@
 #include "server/codec/json_decode.h"
 #include "server/codec/json_array.h"
 #include "server/codec/json_matrix.h"
+#include "server/codec/json_random.h"
 #include "server/codec/json_shm.h"
 #include "server/engine/tensors.h"
 
@@ -269,6 +270,8 @@ typedef struct {
     cr_jarray j;
     cr_jshm_operand s;
     cr_tensor *t;
+    bool random;        /* {"random": ...}: made here (json_random.h) */
+    cr_jrandom rnd;
     cr_shape shape;
 } operand;
 
@@ -304,9 +307,14 @@ static int measure_operand(const cr_jfast *fast, const cJSON *node, const char *
 {
     o->in_shm = cr_jshm_is_operand(node);
     o->t = NULL;
+    o->random = cr_jrandom_is_operand(node);
     if (is_tensor_ref(node)) {
         if (measure_tensor(node, name, o, err))
             return -1;
+    } else if (o->random) {
+        if (cr_jrandom_measure(fast, node, name, lim, &o->rnd, err))
+            return -1;
+        o->shape = o->rnd.shape;
     } else if (o->in_shm) {
         if (cr_jshm_measure(node, name, CR_JSHM_MATRIX, lim, &o->s, err))
             return -1;
@@ -337,6 +345,8 @@ static void *fill_operand(cr_request *r, int slot, operand *o, cr_dtype dt, cons
     }
     if (o->in_shm)
         return cr_jshm_bind(r, slot, &o->s, dt, name, err);
+    if (o->random)
+        return cr_jrandom_fill(r, slot, &o->rnd, dt, name, err);
     void *p = cr_request_alloc_buf(r, slot, (size_t)cr_shape_count(&o->shape) * cr_dtype_size(dt), false, err);
     if (!p || cr_jarray_fill(&o->j, dt, p, err) != 0)
         return NULL;
@@ -353,6 +363,7 @@ static void *fill_expanded_c(cr_request *r, operand *o, const cr_shape *c_full, 
         return NULL;
     }
     size_t es = cr_dtype_size(dt), n = (size_t)cr_shape_count(&o->shape);
+    o->rnd.on_host = true; /* a generated c is copied below */
     void *own = fill_operand(r, CR_BUF_C, o, dt, "c", err);
     void *copy = own ? malloc(n * es + 1) : NULL; /* slot C is about to be replaced */
     if (own && !copy)
@@ -451,6 +462,18 @@ static int get_precision(const cJSON *root, cr_dtype dt, cr_precision *out, cr_e
 
 /* ---- ops ---------------------------------------------------------------------------------- */
 
+/* Generated operands are made on the device the request's resident tensors are on: one job, one
+ * device. */
+static void follow_tensors(operand *ops, int n)
+{
+    int device = -1;
+    for (int i = 0; i < n; i++)
+        if (ops[i].t && cr_tensor_device(ops[i].t) >= 0)
+            device = cr_tensor_device(ops[i].t);
+    for (int i = 0; i < n; i++)
+        ops[i].rnd.device = device;
+}
+
 static int gemm_body(const cJSON *root, const cr_limits *lim, const cr_jfast *fast, cr_request *r, operand *ops,
                      cr_error *err)
 {
@@ -485,6 +508,7 @@ static int gemm_body(const cJSON *root, const cr_limits *lim, const cr_jfast *fa
     cr_shape expanded = c && c_expand ? cr_expanded_c_shape(&c_full, &r->task) : (cr_shape){0};
     if (check_sizes(r, sized, names, 3, c && c_expand ? &expanded : NULL, lim, err))
         return -1;
+    follow_tensors(ops, 3);
     if (!(g->a = fill_operand(r, CR_BUF_A, oa, r->task.dtype, "a", err)) ||
         !(g->b = fill_operand(r, CR_BUF_B, ob, r->task.dtype, "b", err)))
         return -1;
@@ -618,6 +642,25 @@ static int histogram_of_tensor(const cJSON *data, const cr_limits *lim, bool has
     return cr_request_bind_tensor(r, CR_BUF_A, t, err) || histogram_range(r, has_range, true, err) ? -1 : 0;
 }
 
+/* data: {"random": ...}, made here: on the host for float data without a range, whose range the
+ * host reads from it. */
+static int histogram_of_random(const cJSON *data, const cr_limits *lim, const cr_jfast *fast, bool has_range,
+                               cr_request *r, cr_error *err)
+{
+    cr_jrandom g;
+    cr_hist_task *h = &r->task.u.hist;
+    uint64_t total = 0;
+    if (cr_jrandom_measure(fast, data, "data", lim, &g, err) ||
+        add_bytes(&total, cr_shape_count(&g.shape), cr_dtype_size(r->task.dtype), lim, "data", err) ||
+        add_bytes(&total, (uint64_t)h->bins, sizeof(uint64_t), lim, "bins", err))
+        return -1;
+    g.on_host = r->is_float_hist && !has_range;
+    if (!(h->data = cr_jrandom_fill(r, CR_BUF_A, &g, r->task.dtype, "data", err)))
+        return -1;
+    h->count = (int64_t)cr_shape_count(&g.shape);
+    return histogram_range(r, has_range, false, err); /* generated numbers hold no NaN */
+}
+
 static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
                             cr_request *r, cr_error *err)
 {
@@ -645,6 +688,8 @@ static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jf
         return -1;
     if (is_tensor_ref(data))
         return histogram_of_tensor(data, lim, has_range, r, err);
+    if (cr_jrandom_is_operand(data))
+        return histogram_of_random(data, lim, fast, has_range, r, err);
     cr_jshm_operand sd;
     bool in_shm = cr_jshm_is_operand(data);
     int64_t count = in_shm ? (cr_jshm_measure(data, "data", 0, lim, &sd, err) ? -1 : (int64_t)sd.count)
@@ -697,6 +742,15 @@ static int tensor_output(const cJSON *out, cr_request *r, cr_error *err)
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
+/* "output": {"discard": true}: the result is made and dropped (the answer's result is null). */
+static int output_discarded(const cJSON *out, cr_request *r, cr_error *err)
+{
+    if (cJSON_GetArraySize(out) != 1 || !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(out, "discard")))
+        return cr_fail(err, 400, "invalid_field", "output.discard", "output.discard is true and alone in output");
+    r->result_discarded = true;
+    return 0;
+}
+
 static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
                        const cr_jfast *fast, cr_request *r, cr_error *err)
 {
@@ -714,7 +768,8 @@ static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
     cr_jshm_place output;
     const cJSON *out = cJSON_GetObjectItemCaseSensitive(root, "output");
     bool to_tensor = cJSON_IsObject(out) && cJSON_GetObjectItemCaseSensitive(out, "tensor");
-    if (!to_tensor && cr_jshm_parse_output(root, &has_output, &output, err))
+    bool discard = cJSON_IsObject(out) && cJSON_GetObjectItemCaseSensitive(out, "discard");
+    if (!to_tensor && !discard && cr_jshm_parse_output(root, &has_output, &output, err))
         return -1;
     int rc;
     switch (op) {
@@ -732,6 +787,8 @@ static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
     }
     if (rc)
         return rc;
+    if (discard)
+        return output_discarded(out, r, err);
     if (to_tensor)
         return tensor_output(out, r, err);
     if (!has_output)

@@ -144,6 +144,10 @@ static void jb_result(cr_jbuf *b, const cr_request *r)
 {
     const cr_task *t = &r->task;
     cr_shape shape = cr_request_result_shape(r);
+    if (r->result_discarded) {
+        cr_jbuf_lit(b, "null");
+        return;
+    }
     if (r->result_tensor.id[0]) { /* kept on the device: where, not what */
         cr_dtype dt = t->op == CR_OP_HISTOGRAM ? CR_DT_U64 : t->dtype;
         cr_jbuf_lit(b, "{\"tensor\":");
@@ -371,8 +375,8 @@ static uint64_t count_nonfinite(const void *p, cr_dtype dt, uint64_t n)
 int cr_json_nonfinite_result(const cr_job *j, cr_error *err)
 {
     const cr_task *t = &j->req.task;
-    if (t->op == CR_OP_HISTOGRAM || !cr_task_output(t))
-        return 0; /* counts are integers */
+    if (t->op == CR_OP_HISTOGRAM || !cr_task_output(t) || j->req.result_discarded)
+        return 0; /* counts are integers; a dropped result is never written */
     uint64_t n = cr_task_output_bytes(t) / cr_dtype_size(t->dtype);
     uint64_t bad = count_nonfinite(cr_task_output(t), t->dtype, n);
     if (!bad)

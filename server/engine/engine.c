@@ -183,10 +183,12 @@ static int place_on_data(cr_engine *e, cr_job *j, cr_error *err)
     if (d < 0 || d >= e->n_devices)
         return cr_fail(err, 400, "invalid_field", "shared_memory_region",
                        "the tensors are on device %d; this daemon serves devices 0 to %d", d, e->n_devices - 1);
-    if (j->req.kernel.mode == CR_KERNEL_ALL)
+    /* operands in device memory are read by every kernel as they are; only the result, which
+     * compare mode checks on the host, must come back there */
+    if (j->req.kernel.mode == CR_KERNEL_ALL && j->req.buf_on_device[CR_BUF_OUTPUT])
         return cr_fail(err, 400, "invalid_field", "kernel",
-                       "compare mode (kernel \"all\") checks results on the host: not with operands or results "
-                       "in device memory (CUDA shared memory, resident tensors)");
+                       "compare mode (kernel \"all\") checks results on the host: not with a result kept in "
+                       "device memory (a resident tensor, CUDA shared memory)");
     j->devices_tried = (uint32_t)((1ull << e->n_devices) - 1) & ~(1u << d);
     return 0;
 }

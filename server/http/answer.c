@@ -130,7 +130,7 @@ int cr_answer_plan(cr_conn *c, cr_request *r, cr_error *err)
     const cr_backend *b = c->h->deps.engine ? cr_engine_backend(c->h->deps.engine) : NULL;
     size_t bytes = cr_task_output_bytes(&r->task);
     if (!b || !b->sink_read || !r->on_device || r->task.op == CR_OP_HISTOGRAM || r->result_shm.on ||
-        r->buf_bytes[CR_BUF_OUTPUT] || !wants_npy(c))
+        r->buf_bytes[CR_BUF_OUTPUT] || r->kernel.mode == CR_KERNEL_ALL || !wants_npy(c))
         return 0;
     out_stream *o = calloc(1, sizeof *o);
     if (!o)
@@ -228,7 +228,7 @@ enum MHD_Result cr_send_job(cr_conn *c, cr_job *j)
     if (atomic_load(&j->state) != CR_JOB_DONE)
         return cr_send_error(c, &j->error);
     /* errors, and results left in shared memory or kept as tensors, stay JSON */
-    if (wants_npy(c) && !j->req.result_shm.on && !j->req.result_tensor.id[0])
+    if (wants_npy(c) && !j->req.result_shm.on && !j->req.result_tensor.id[0] && !j->req.result_discarded)
         return send_npy(c, j);
     cr_error err;
     if (cr_json_nonfinite_result(j, &err) < 0)

@@ -27,6 +27,7 @@
 #include "server/http/respond.h"
 #include "server/http/stream_body.h"
 #include "server/http/routes.h"
+#include "server/http/ui.h"
 #include "server/http/submit.h"
 #include "server/http/request_end.h"
 #include "server/http/upload.h"
@@ -94,7 +95,7 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     if (cr_is_preflight(c)) /* browsers send no token with these */
         return cr_preflight(c);
     /* Before routing: without the token, unknown paths and known ones look the same. */
-    bool exempt = cr_auth_exempt(&h->auth, c->path);
+    bool exempt = cr_auth_exempt(&h->auth, c->path) || cr_ui_public(c); /* the page's files: no secrets */
     if (!exempt && !cr_auth_check(&h->auth, cr_header(c, MHD_HTTP_HEADER_AUTHORIZATION)))
         return refuse_401(c);
     c->authenticated = h->auth.enabled && !exempt;

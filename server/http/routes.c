@@ -8,10 +8,14 @@
 #include "server/http/stream_body.h"
 #include "server/http/stream_routes.h"
 #include "server/http/tensor_routes.h"
+#include "server/http/ui.h"
 #include "server/http/v1.h"
 #include "server/kserve/kserve.h"
 
 static const cr_route routes[] = {
+    {"/", "GET", cr_route_ui_page, CR_ROUTE_OTHER, false},
+    {"/ui/app.js", "GET", cr_route_ui_script, CR_ROUTE_OTHER, false},
+    {"/ui/app.css", "GET", cr_route_ui_style, CR_ROUTE_OTHER, false},
     {"/healthz", "GET", cr_route_healthz, CR_ROUTE_OTHER, false},
     {"/readyz", "GET", cr_route_readyz, CR_ROUTE_OTHER, false},
     {"/metrics", "GET", cr_route_metrics, CR_ROUTE_OTHER, false},

@@ -129,6 +129,25 @@ static cJSON *build_json(void)
     return o;
 }
 
+/* What the device is rated for, where the backend knows (cuda): the roofline of GET /'s page. */
+static void add_clocks_and_peaks(cJSON *dev, const cr_device_info *info)
+{
+    if (!info->sm_clock_mhz)
+        return;
+    cJSON_AddNumberToObject(dev, "sm_clock_mhz", info->sm_clock_mhz);
+    cJSON_AddNumberToObject(dev, "memory_clock_mhz", info->memory_clock_mhz);
+    cJSON_AddNumberToObject(dev, "memory_bus_bits", info->memory_bus_bits);
+    const cr_device_peaks *p = &info->peaks;
+    const struct { const char *name; double v; } rates[] = {
+        {"fp32_gflops", p->fp32}, {"fp64_gflops", p->fp64}, {"fp64_tensor_gflops", p->fp64_tensor},
+        {"tf32_tensor_gflops", p->tf32_tensor}, {"fp16_tensor_gflops", p->fp16_tensor},
+        {"bf16_tensor_gflops", p->bf16_tensor}, {"memory_gbs", p->memory_gbs}};
+    cJSON *peaks = cJSON_AddObjectToObject(dev, "peaks");
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++)
+        if (rates[i].v > 0)
+            cJSON_AddNumberToObject(peaks, rates[i].name, rates[i].v);
+}
+
 enum MHD_Result cr_route_info(cr_conn *c)
 {
     cr_engine *e = c->h->deps.engine;
@@ -153,6 +172,7 @@ enum MHD_Result cr_route_info(cr_conn *c)
             snprintf(cc, sizeof cc, "%d.%d", info.cc_major, info.cc_minor);
             cJSON_AddStringToObject(dev, "compute_capability", cc);
         }
+        add_clocks_and_peaks(dev, &info);
         cJSON_AddItemToArray(devs, dev);
     }
     cJSON_AddItemToObject(doc, "devices", devs);

@@ -33,6 +33,7 @@ typedef struct {
     uint64_t count;
     const cJSON *data; /* JSON numbers, or NULL for binary */
     cr_jarray json;    /* data's form and shape, measured */
+    char field[64];    /* "a.data": json's name, which must outlive the measure (the fill names it too) */
     cr_tensor *tensor; /* parameters.tensor: a resident tensor, held until the slot takes it */
     bool binary;       /* binary: its bytes are the binary section's [bin_off, + count * size) */
     uint64_t bin_off;
@@ -298,8 +299,8 @@ static int input_datatype(const cJSON *t, const cr_ks_tensor *spec, ks_input *in
 static int measure_json_data(const ks_ctx *x, const cJSON *data, const cr_ks_tensor *spec, ks_input *in,
                              cr_error *err)
 {
-    char field[64], want[160], got[160];
-    snprintf(field, sizeof field, "%s.data", spec->name);
+    char want[160], got[160], *field = in->field;
+    snprintf(in->field, sizeof in->field, "%s.data", spec->name);
     if (!cJSON_IsArray(data))
         return cr_fail(err, 400, "invalid_field", field, "%s must be a list of numbers, got %s",
                        field, cr_json_type_name(data));

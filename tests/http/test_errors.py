@@ -236,10 +236,15 @@ def test_json_with_charset_is_json(daemon):
     assert r.status_code == 200, r.text
 
 
-@pytest.mark.parametrize("path", ["/", "/v1", "/v1/", "/v1/gemm/extra", "/v1/GEMM",
+@pytest.mark.parametrize("path", ["/v1", "/v1/", "/v1/gemm/extra", "/v1/GEMM", "/ui", "/ui/x.js",
                                   "/v1/jobs/x/y/z", "/admin", "/metrics/x", "/healthz/"])
 def test_unknown_route_404(daemon, path):
     assert_error(daemon.get(path), 404, "not_found")
+
+
+def test_root_for_a_json_client_is_still_404(daemon):
+    """/ is the page for a browser (test_ui.py); a client asking for JSON gets what it always got."""
+    assert_error(daemon.get("/", headers={"Accept": "application/json"}), 404, "not_found")
 
 
 def test_unknown_v2_route_404_in_the_v2_shape(daemon):

@@ -88,6 +88,7 @@ def test_spec_lists_the_contract_routes(spec):
         ("/v1/tensors", "GET"), ("/v1/tensors", "POST"), ("/v1/tensors/{ref}", "GET"),
         ("/v1/tensors/{ref}", "DELETE"), ("/v1/ata", "PUT"), ("/v1/histogram", "PUT"),
         ("/v1/jobs/{id}/parts/{seq}", "PUT"), ("/v1/jobs/{id}/finish", "POST"),
+        ("/", "GET"), ("/ui/app.js", "GET"), ("/ui/app.css", "GET"),
     } | KSERVE_OPS, ops
 
 
@@ -202,7 +203,7 @@ def test_methods_outside_spec_are_405(daemon, spec):
 
 
 @pytest.mark.parametrize("method,path", [
-    ("GET", "/"), ("GET", "/v1"), ("GET", "/v1/"), ("POST", "/v1/syrk"), ("POST", "/v1/fft"),
+    ("GET", "/v1"), ("GET", "/v1/"), ("GET", "/ui"), ("GET", "/ui/"), ("GET", "/ui/app.mjs"), ("POST", "/v1/syrk"), ("POST", "/v1/fft"),
     ("GET", "/v1/jobs/x/result/y"), ("GET", "/v1/job"), ("POST", "/v2/gemm"),
     ("GET", "/health"), ("GET", "/ready"), ("GET", "/v1/info/x"), ("GET", "/v1/kernels/gemm"),
     ("GET", "/metrics.json"), ("GET", "/openapi.yaml/x"),
@@ -230,6 +231,19 @@ def test_sync_answers_match_schema(daemon, spec):
     r = daemon.post("/v1/gemm", dict(BODIES["/v1/gemm"], kernel="all"))
     check(spec, "JobResult", r.json())
     assert r.json()["kernels"]
+    # the page's comparison: generated operands, the result dropped
+    page = {"a": {"random": {"shape": [8, 4], "seed": 1}}, "b": {"random": {"shape": [4, 3], "dist": "normal"}},
+            "kernel": "all", "output": {"discard": True}}
+    check(spec, "GemmRequest", page)
+    r = daemon.post("/v1/gemm", page)
+    assert r.status_code == 200 and r.json()["result"] is None, r.text
+    check(spec, "JobResult", r.json())
+    hist = {"data": {"random": {"shape": [100], "seed": 2}}, "bins": 4}
+    check(spec, "HistogramRequest", hist)
+    check(spec, "JobResult", daemon.post("/v1/histogram", hist).json())
+    bad = list(schema_validator(spec, "GemmRequest").iter_errors(
+        {"a": {"random": {"shape": [2, 2], "dist": "gauss"}}, "b": [[1]]}))
+    assert bad, "an unknown dist is refused by the schema as by the daemon"
 
 
 def test_request_examples_match_schema(spec):

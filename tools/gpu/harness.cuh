@@ -14,6 +14,8 @@
 #include <string.h>
 #include <vector>
 
+#include "kernels/device_peaks.h"
+
 static inline void gpu_die_on(cudaError_t e, const char *call, const char *file, int line)
 {
     if (e == cudaSuccess)
@@ -197,45 +199,20 @@ struct gpu_device {
     char sidecar[1024];
 };
 
-/* Per SM and clock, by compute capability: FP32 and FP64 FMA lanes (the CUDA programming
- * guide's arithmetic throughput table), and dense tensor-core flops, derived from NVIDIA's
- * datasheet peaks as peak / (SMs x clock): A100 SXM (108 SMs, 1410 MHz): FP64 19.5, TF32 156,
- * FP16/BF16 312 TFLOP/s -> 128, 1024, 2048. H100 SXM (132 SMs): TF32 494.7 and FP16/BF16 989.4
- * TFLOP/s, quoted at 1830 MHz -> 2048 and 4096; FP64 66.9 TFLOP/s, quoted at 1980 MHz -> 256
- * (the FP64 tensor rate is needed beside the FP64 lanes' because cuBLAS DGEMM uses it and
- * runs above the lanes' peak). 0: unknown (tensor rates whose datasheets were not checked,
- * capabilities not in the table). Keyed by compute capability, so a cut-down part of a chip
- * (H800's FP64, H20's tensor cores) is overstated. */
-static inline void gpu_per_sm_rates(int major, int minor, int r[6])
-{
-    static const int table[][8] = {
-        /* major, minor, FP32 lanes, FP64 lanes, FP64 tensor, TF32, FP16, BF16 tensor flops */
-        {7, 0, 64, 32, 0, 0, 0, 0},           {7, 5, 64, 2, 0, 0, 0, 0},
-        {8, 0, 64, 32, 128, 1024, 2048, 2048}, {8, 6, 128, 2, 0, 0, 0, 0},
-        {8, 9, 128, 2, 0, 0, 0, 0},           {9, 0, 128, 64, 256, 2048, 4096, 4096},
-    };
-    std::fill(r, r + 6, 0);
-    for (const auto &t : table)
-        if (t[0] == major && t[1] == minor)
-            std::copy(t + 2, t + 8, r);
-}
-
-/* The peaks at the rated clocks: lanes x 2 flops (FMA) or tensor flops, x SMs x MHz. The rated
- * SM clock is the maximum boost: NVIDIA quotes H100 SXM's TF32/FP16 peaks at 1830 MHz, so at
- * its rated 1980 MHz these come out 8% above the datasheet, at a clock the tensor cores do not
- * hold under full load. HBM: memory clock x 2 (DDR) x bus width / 8. */
+/* The peaks at the rated clocks (kernels/device_peaks.c, which /v1/info uses too). The rated
+ * SM clock is the maximum boost: NVIDIA quotes H100 SXM's TF32/FP16 peaks at 1830 MHz, so at its
+ * rated 1980 MHz these come out 8% above the datasheet, at a clock the tensor cores do not hold
+ * under full load. */
 static inline void gpu_set_peaks(gpu_device *d)
 {
-    int r[6];
-    gpu_per_sm_rates(d->cc_major, d->cc_minor, r);
-    double per_flop = d->sms * (double)d->sm_mhz / 1e3; /* GFLOP/s of one flop per SM and clock */
-    d->fp32 = 2 * r[0] * per_flop;
-    d->fp64 = 2 * r[1] * per_flop;
-    d->fp64_tensor = r[2] * per_flop;
-    d->tf32_tensor = r[3] * per_flop;
-    d->fp16_tensor = r[4] * per_flop;
-    d->bf16_tensor = r[5] * per_flop;
-    d->hbm_gbs = d->mem_mhz * 2.0 * d->bus_bits / 8 / 1e3;
+    cr_device_peaks p = cr_device_peaks_of(d->cc_major, d->cc_minor, d->sms, d->sm_mhz, d->mem_mhz, d->bus_bits);
+    d->fp32 = p.fp32;
+    d->fp64 = p.fp64;
+    d->fp64_tensor = p.fp64_tensor;
+    d->tf32_tensor = p.tf32_tensor;
+    d->fp16_tensor = p.fp16_tensor;
+    d->bf16_tensor = p.bf16_tensor;
+    d->hbm_gbs = p.memory_gbs;
 }
 
 static inline gpu_device gpu_device_query(void)
