@@ -75,6 +75,8 @@ void cr_grpc_call_header(cr_grpc_call *c, const char *name, size_t nlen, const c
         c->bad_request_id = cr_request_id_take(value, c->request_id) != 0;
     else if (is(name, nlen, "triton_grpc_error"))
         c->grpc_error_mode = cr_grpc_flag_true(value);
+    else if (is(name, nlen, "x-crunchd-debug-delay-ms"))
+        c->debug_delay_ms = strtoll(value, NULL, 10);
 }
 
 /* An end before any message; http: the :status that goes with it. */
@@ -152,10 +154,19 @@ static bool on_message(void *cls, cr_grpc_msg *m)
     return cr_grpc_call_open(c);
 }
 
+/* What a client may still send after our answer before it is told to stop: a small body is
+ * simply read and dropped (some HTTP/2 clients, curl among them, take a reset for a failure even
+ * after a complete answer); a big upload refused at its first bytes is stopped. */
+#define AFTER_END_MAX (256u << 10)
+
 void cr_grpc_call_data(cr_grpc_call *c, const uint8_t *p, size_t n)
 {
     c->bytes_in += n;
     cr_metrics_bytes_in(n);
+    if (c->end_on_wire && !c->remote_closed && (c->after_end += n) > AFTER_END_MAX && !c->stop_asked) {
+        c->stop_asked = true;
+        c->ops->stop_client(c->conn, c);
+    }
     if (!c->method || !cr_grpc_call_open(c))
         return; /* refused, or answered: what the client still sends is dropped */
     cr_error err;
@@ -385,6 +396,8 @@ int cr_grpc_call_run(cr_grpc_call *c, cr_job *j, void (*fn)(cr_grpc_call *c, cr_
     _Static_assert(sizeof j->request_id >= sizeof c->request_id, "a request id fits its job");
     memcpy(j->request_id, c->request_id, sizeof c->request_id);
     j->ms.receive = (cr_now() - (c->msg_t0 > 0 ? c->msg_t0 : c->t0)) * 1e3;
+    if (c->srv->cfg->test_hooks && c->debug_delay_ms > 0)
+        j->debug_delay_ms = c->debug_delay_ms;
     call_job *cj = calloc(1, sizeof *cj);
     if (!cj || deadline_into(c, j, err) < 0) {
         if (!cj)

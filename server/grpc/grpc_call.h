@@ -57,6 +57,8 @@ typedef struct {
     void (*resume)(void *conn, cr_grpc_call *c);
     /* The call ended before any message: one HEADERS with the status (http: :status). */
     void (*trailers_only)(void *conn, cr_grpc_call *c, int http);
+    /* Our end is on the wire and the client goes on sending: RST_STREAM NO_ERROR. */
+    void (*stop_client)(void *conn, cr_grpc_call *c);
 } cr_grpc_stream_ops;
 
 struct cr_grpc_call {
@@ -77,11 +79,14 @@ struct cr_grpc_call {
     cr_coding coding;
     char request_id[CR_REQUEST_ID_MAX + 1];
     bool authenticated;          /* carried the token (the client of its shared-memory regions) */
+    int64_t debug_delay_ms;      /* x-crunchd-debug-delay-ms, honoured under --test-hooks (as HTTP's) */
 
     cr_grpc_reader rd;
     uint64_t messages_in, bytes_in;
     double msg_t0;               /* the arrival of the request message being handled */
     bool remote_closed;          /* the client's END_STREAM */
+    bool end_on_wire, stop_asked;/* our END_STREAM went out; the client was asked to stop sending */
+    uint64_t after_end;          /* request bytes that came after it */
 
     /* the answer */
     cr_grpc_out *out_head, *out_tail;

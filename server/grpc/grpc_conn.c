@@ -124,7 +124,16 @@ static void stream_trailers_only(void *conn, cr_grpc_call *call, int http)
     mark_dirty(c);
 }
 
-static const cr_grpc_stream_ops stream_ops = {stream_start, stream_resume, stream_trailers_only};
+/* The call ended while the client still sends a big body (a message refused at its prefix):
+ * RST_STREAM NO_ERROR asks it to stop (RFC 9113 §8.1), sent after our end, never before it. */
+static void stream_stop_client(void *conn, cr_grpc_call *call)
+{
+    cr_grpc_conn *c = conn;
+    nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_NO_ERROR);
+    mark_dirty(c);
+}
+
+static const cr_grpc_stream_ops stream_ops = {stream_start, stream_resume, stream_trailers_only, stream_stop_client};
 
 /* ---- nghttp2's callbacks --------------------------------------------------------------------- */
 
@@ -206,14 +215,13 @@ static int on_stream_close(nghttp2_session *s, int32_t sid, uint32_t error_code,
     return 0;
 }
 
-/* Our end of a stream went out while the client is still sending: it may stop (RFC 9113 §8.1,
- * what grpc-go does), its remaining DATA is dropped either way. */
+/* Our end of a stream is on the wire: from here a client still sending may be told to stop. */
 static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *user)
 {
     (void)user;
     cr_grpc_call *call = call_of(s, f->hd.stream_id);
-    if (call && f->hd.type == NGHTTP2_HEADERS && (f->hd.flags & NGHTTP2_FLAG_END_STREAM) && !call->remote_closed)
-        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_NO_ERROR);
+    if (call && f->hd.type == NGHTTP2_HEADERS && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        call->end_on_wire = true;
     return 0;
 }
 
