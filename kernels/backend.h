@@ -261,6 +261,14 @@ struct cr_backend {
     /* Optional: gives every device's cached memory back (after the start-up autotune, whose
      * probes are no request's cache). */
     void (*device_trim)(void);
+    /* Optional (NULL: resident tensors live in host memory, as on the cpu backend): device memory
+     * a resident tensor keeps between jobs (server/engine/tensors.h), outside the task pool so that
+     * its cap and its trims never touch it; NULL when the device has no room. tensor_copy moves
+     * bytes between host memory and such a buffer (to_device: host -> device), synchronously; a
+     * run() reads the buffer as it reads a client's device memory (buf_on_device). */
+    void *(*tensor_alloc)(int device, size_t bytes);
+    void (*tensor_free)(int device, void *p);
+    cr_status (*tensor_copy)(int device, void *dst, const void *src, size_t bytes, bool to_device);
 };
 
 extern const cr_backend cr_backend_cpu;

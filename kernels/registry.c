@@ -22,16 +22,16 @@
 /* The CPU backend: OpenBLAS and plain C references (kernels/cpu/). */
 static const cr_kernel cpu_rows[] = {
     {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64 | F16 | BF16,
-     .batchable = true, .max_dim = BLAS_DIM,
+     .batchable = true, .stacks = true, .max_dim = BLAS_DIM,
      .summary = "OpenBLAS SGEMM/DGEMM; float16/bfloat16 widened to float32 and rounded back", .cpu = cpu_gemm_openblas},
     {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_GEMM, .dtypes = F32 | F64 | F16 | BF16,
-     .reference = true, .summary = "plain C, accumulates in double",
+     .reference = true, .stacks = true, .summary = "plain C, accumulates in double",
      .cpu = cpu_gemm_reference},
     {.name = "openblas", .backend = CR_BACKEND_CPU, .op = CR_OP_ATA, .dtypes = F32 | F64, .batchable = true,
-     .max_dim = BLAS_DIM, .summary = "OpenBLAS SSYRK/DSYRK, upper triangle mirrored",
+     .stacks = true, .max_dim = BLAS_DIM, .summary = "OpenBLAS SSYRK/DSYRK, upper triangle mirrored",
      .cpu = cpu_ata_openblas},
     {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_ATA, .dtypes = F32 | F64,
-     .reference = true, .summary = "plain C, accumulates in double",
+     .reference = true, .stacks = true, .summary = "plain C, accumulates in double",
      .cpu = cpu_ata_reference},
     {.name = "reference", .backend = CR_BACKEND_CPU, .op = CR_OP_HISTOGRAM, .dtypes = ALL_DT,
      .reference = true, .batchable = true,
@@ -59,10 +59,17 @@ static const cr_kernel cuda_rows[] = {
              "double-buffered block tile; split-K into scratch for small C with long K",
              .scratch = cr_cuda_scratch_gemm_dbuf),
     CUDA_ROW("cublas", CR_OP_GEMM, F32 | F64 | F16 | BF16, cr_cuda_launch_gemm_cublas,
-             "cuBLAS SGEMM/DGEMM; GemmEx with FP32 accumulation for float16/bfloat16",
-             .reference = true, .batchable = true, .max_dim = BLAS_DIM),
+             "cuBLAS SGEMM/DGEMM; GemmEx with FP32 accumulation for float16/bfloat16; stacks strided-batched, "
+             "or batched through pointer arrays where broadcasting leaves no common stride",
+             .reference = true, .batchable = true, .stacks = true, .max_dim = BLAS_DIM,
+             .scratch = cr_cuda_scratch_gemm_cublas),
     CUDA_ROW("cublas-tf32", CR_OP_GEMM, F32, cr_cuda_launch_gemm_cublas_tf32, "cuBLAS with TF32 tensor cores",
-             .precision = CR_PREC_TF32, .batchable = true, .max_dim = BLAS_DIM),
+             .precision = CR_PREC_TF32, .batchable = true, .stacks = true, .max_dim = BLAS_DIM,
+             .scratch = cr_cuda_scratch_gemm_cublas),
+    CUDA_ROW("batched", CR_OP_GEMM, F32 | F64, cr_cuda_launch_gemm_batched,
+             "own batched GEMM for stacks of small matrices: whole matrices of up to 64 on a side, several "
+             "to a block; bigger ones in 128x128 (FP64 64x64) tiles; one launch for the whole stack",
+             .stacks = true),
     CUDA_ROW("tc-tf32", CR_OP_GEMM, F32, cr_cuda_launch_gemm_tc_tf32,
              "own tensor-core GEMM: TF32, FP32 accumulation; wgmma + TMA on Hopper (MN-major operands "
              "transposed into scratch), else mma.sync with a cp.async pipeline",
@@ -84,8 +91,11 @@ static const cr_kernel cuda_rows[] = {
     CUDA_ROW("cublas-syrk", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_cublas_syrk, "cuBLAS SYRK, triangle mirrored",
              .reference = true, .max_dim = BLAS_DIM),
     CUDA_ROW("cublas-batched", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_cublas_gemm,
-             "cuBLAS GEMM of Aᵀ and A, strided-batched over the small AᵀA of a batch", .batchable = true,
-             .max_dim = BLAS_DIM),
+             "cuBLAS GEMM of Aᵀ and A, strided-batched over the small AᵀA of a batch or a stack", .batchable = true,
+             .stacks = true, .max_dim = BLAS_DIM),
+    CUDA_ROW("batched", CR_OP_ATA, F32 | F64, cr_cuda_launch_ata_batched,
+             "AᵀA as the own batched GEMM of Aᵀ and A (both triangles computed): a stack in one launch",
+             .stacks = true),
     CUDA_ROW("global", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_global, "global-memory atomics"),
     CUDA_ROW("smem", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_smem, "shared-memory privatized bins"),
     CUDA_ROW("smem-vec", CR_OP_HISTOGRAM, HIST_DT, cr_cuda_launch_hist_smem_vec,
@@ -104,16 +114,18 @@ static const cr_kernel cuda_rows[] = {
 
 #define COUNT(a) (sizeof a / sizeof a[0])
 
-const cr_kernel *cr_kernels(const cr_backend *b, size_t *count)
+static const cr_kernel *rows_of(cr_backend_id id, size_t *count)
 {
 #ifdef CRUNCHD_HAVE_CUDA
-    if (b->id == CR_BACKEND_CUDA)
+    if (id == CR_BACKEND_CUDA)
         return *count = COUNT(cuda_rows), cuda_rows;
 #endif
-    if (b->id == CR_BACKEND_CPU)
+    if (id == CR_BACKEND_CPU)
         return *count = COUNT(cpu_rows), cpu_rows;
     return *count = 0, NULL;
 }
+
+const cr_kernel *cr_kernels(const cr_backend *b, size_t *count) { return rows_of(b->id, count); }
 
 const cr_kernel *cr_kernel_find(const cr_backend *b, cr_op op, const char *name)
 {
@@ -125,13 +137,36 @@ const cr_kernel *cr_kernel_find(const cr_backend *b, cr_op op, const char *name)
     return NULL;
 }
 
+static bool is_stack(const cr_task *t) { return t->stack.rank > 0; }
+
+/* A row that may stand in for the reference on a stack: takes it, and computes it exactly as
+ * asked (no tf32, not named_only, not a test build's fault). */
+static bool stack_stand_in(const cr_kernel *k, const cr_task *t)
+{
+    return k->stacks && k->op == t->op && (k->dtypes & CR_DT_BIT(t->dtype)) && !k->hidden && !k->named_only &&
+           k->precision == CR_PREC_DEFAULT;
+}
+
+static const cr_kernel *stack_reference(const cr_kernel *k, size_t n, const cr_task *t)
+{
+    const cr_kernel *any = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!stack_stand_in(&k[i], t))
+            continue;
+        if (k[i].batchable)
+            return &k[i]; /* the op's batch row: the library's batched form of the reference */
+        any = any ? any : &k[i];
+    }
+    return any;
+}
+
 const cr_kernel *cr_kernel_reference(const cr_backend *b, const cr_task *t)
 {
     size_t n = 0;
     const cr_kernel *k = cr_kernels(b, &n);
     for (size_t i = 0; i < n; i++)
         if (k[i].op == t->op && k[i].reference && (k[i].dtypes & CR_DT_BIT(t->dtype)))
-            return &k[i];
+            return is_stack(t) && !k[i].stacks ? stack_reference(k, n, t) : &k[i];
     return NULL;
 }
 
@@ -150,6 +185,36 @@ static int64_t largest_dim(const cr_task *t)
     }
 }
 
+/* "kernel 'smem' runs one matrix at a time; a stack needs one of: cublas, ..." with the rows of
+ * k's backend and op that take stacks (of the task's dtype, when any does). */
+static void stack_refusal(const cr_kernel *k, const cr_task *t, char *msg, size_t msglen)
+{
+    size_t n = 0, at;
+    const cr_kernel *rows = rows_of(k->backend, &n);
+    bool dtype_has = false, any = false;
+    for (size_t i = 0; i < n; i++) {
+        bool takes = rows[i].op == t->op && rows[i].stacks && !rows[i].hidden;
+        any |= takes;
+        dtype_has |= takes && (rows[i].dtypes & CR_DT_BIT(t->dtype));
+    }
+    if (!any) {
+        snprintf(msg, msglen, "kernel '%s' runs one matrix at a time, and no %s kernel takes a stack", k->name,
+                 cr_op_name(t->op));
+        return;
+    }
+    int w = snprintf(msg, msglen, "kernel '%s' runs one matrix at a time; a stack needs one of:", k->name);
+    at = w > 0 && (size_t)w < msglen ? (size_t)w : msglen;
+    const char *sep = " ";
+    for (size_t i = 0; i < n && at < msglen; i++) {
+        const cr_kernel *r = &rows[i];
+        if (r->op != t->op || !r->stacks || r->hidden || (dtype_has && !(r->dtypes & CR_DT_BIT(t->dtype))))
+            continue;
+        w = snprintf(msg + at, msglen - at, "%s%s", sep, r->name);
+        at = w > 0 && (size_t)w < msglen - at ? at + (size_t)w : msglen;
+        sep = ", ";
+    }
+}
+
 cr_kcheck cr_kernel_check(const cr_kernel *k, const cr_task *t, char *msg, size_t msglen)
 {
     char scratch[8];
@@ -164,6 +229,8 @@ cr_kcheck cr_kernel_check(const cr_kernel *k, const cr_task *t, char *msg, size_
     if (k->precision == CR_PREC_TF32 && t->precision != CR_PREC_TF32)
         return snprintf(msg, msglen, "kernel '%s' computes in tf32; send \"precision\": \"tf32\" to accept that",
                         k->name), CR_KCHECK_PRECISION;
+    if (is_stack(t) && !k->stacks)
+        return stack_refusal(k, t, msg, msglen), CR_KCHECK_STACK;
     if (k->max_dim && largest_dim(t) > k->max_dim)
         return snprintf(msg, msglen, "kernel '%s' takes dimensions up to %lld, this task has %lld", k->name,
                         (long long)k->max_dim, (long long)largest_dim(t)), CR_KCHECK_SHAPE;
@@ -173,7 +240,7 @@ cr_kcheck cr_kernel_check(const cr_kernel *k, const cr_task *t, char *msg, size_
 bool cr_kernel_candidate(const cr_kernel *k, const cr_task *t, bool compare)
 {
     if (k->hidden || k->op != t->op || !(k->dtypes & CR_DT_BIT(t->dtype)) ||
-        (k->max_dim && largest_dim(t) > k->max_dim))
+        (k->max_dim && largest_dim(t) > k->max_dim) || (is_stack(t) && !k->stacks))
         return false;
     if (k->named_only && !compare)
         return false;
@@ -186,7 +253,7 @@ bool cr_kernel_candidate(const cr_kernel *k, const cr_task *t, bool compare)
 
 const cr_kernel *cr_kernel_batch_row(const cr_backend *b, const cr_task *t)
 {
-    if (cr_task_is_large(t) || (t->op == CR_OP_HISTOGRAM && t->u.hist.bins > CR_BATCH_MAX_BINS))
+    if (is_stack(t) || cr_task_is_large(t) || (t->op == CR_OP_HISTOGRAM && t->u.hist.bins > CR_BATCH_MAX_BINS))
         return NULL;
     size_t n = 0;
     const cr_kernel *k = cr_kernels(b, &n), *any = NULL;
@@ -257,6 +324,10 @@ int cr_kernel_choice_parse(const char *s, cr_kernel_choice *out)
 
 #define LARGE_FLOPS (2.0 * 256 * 256 * 256)
 #define LARGE_ELEMENTS (1 << 20)
+#define STACK_LARGE_FLOPS (2.0 * 128 * 128 * 128) /* per matrix */
+#define STACK_TINY_FLOPS (2.0 * 24 * 24 * 24)     /* per matrix */
+#define TALL_MAX_N 256
+#define TALL_RATIO 64
 
 bool cr_task_is_large(const cr_task *t)
 {
@@ -265,19 +336,55 @@ bool cr_task_is_large(const cr_task *t)
     return cr_task_flops(t) >= LARGE_FLOPS;
 }
 
-/* The table's pick for t's (op, dtype, size class, precision); NULL when it has none, or when
- * the pick cannot take this task's shape. */
-static const cr_kernel *auto_pick(const cr_auto_table *tab, const cr_task *t)
+/* Flops of one matrix of the task (all of them when it is one). */
+static double matrix_flops(const cr_task *t)
 {
-    bool large = cr_task_is_large(t);
+    int64_t n = cr_task_matrices(t);
+    return n > 0 ? cr_task_flops(t) / (double)n : 0.0;
+}
+
+cr_size_class cr_task_size_class(const cr_task *t)
+{
+    if (t->op != CR_OP_HISTOGRAM && is_stack(t)) {
+        double f = matrix_flops(t);
+        return f >= STACK_LARGE_FLOPS ? CR_CLASS_STACK_LARGE : f >= STACK_TINY_FLOPS ? CR_CLASS_STACK_SMALL
+                                                                                      : CR_CLASS_STACK_TINY;
+    }
+    if (!cr_task_is_large(t))
+        return CR_CLASS_SMALL;
+    if (t->op == CR_OP_ATA && t->u.ata.n <= TALL_MAX_N && t->u.ata.m >= TALL_RATIO * t->u.ata.n)
+        return CR_CLASS_TALL;
+    return CR_CLASS_LARGE;
+}
+
+const char *cr_size_class_name(cr_size_class c)
+{
+    static const char *const names[CR_CLASS_COUNT] = {"small", "large", "tall", "stack-tiny", "stack-small",
+                                                      "stack-large"};
+    return (unsigned)c < CR_CLASS_COUNT ? names[c] : "?";
+}
+
+static const cr_auto_row *auto_row(const cr_auto_table *tab, const cr_task *t, cr_size_class cls)
+{
     cr_precision prec = t->dtype == CR_DT_F32 ? t->precision : CR_PREC_DEFAULT;
     for (size_t i = 0; tab && i < tab->n; i++) {
         const cr_auto_row *r = &tab->rows[i];
-        if (r->kernel && r->op == t->op && r->dtype == t->dtype && r->precision == prec &&
-            r->large == large)
-            return cr_kernel_check(r->kernel, t, NULL, 0) == CR_KCHECK_OK ? r->kernel : NULL;
+        if (r->kernel && r->op == t->op && r->dtype == t->dtype && r->precision == prec && r->cls == cls)
+            return r;
     }
     return NULL;
+}
+
+/* The table's pick for t's (op, dtype, size class, precision); NULL when it has none, or when
+ * the pick cannot take this task's shape. A table without the tall class answers from its
+ * large one; a stack without its class's row gets the (stack-taking) reference. */
+static const cr_kernel *auto_pick(const cr_auto_table *tab, const cr_task *t)
+{
+    cr_size_class cls = cr_task_size_class(t);
+    const cr_auto_row *r = auto_row(tab, t, cls);
+    if (!r && cls == CR_CLASS_TALL)
+        r = auto_row(tab, t, CR_CLASS_LARGE);
+    return r && cr_kernel_check(r->kernel, t, NULL, 0) == CR_KCHECK_OK ? r->kernel : NULL;
 }
 
 cr_resolve cr_kernel_resolve(const cr_backend *b, const cr_auto_table *tab, const cr_kernel_choice *c,
@@ -287,8 +394,8 @@ cr_resolve cr_kernel_resolve(const cr_backend *b, const cr_auto_table *tab, cons
     if (c->mode != CR_KERNEL_NAMED) {
         const cr_kernel *ref = cr_kernel_reference(b, t);
         if (!ref)
-            return snprintf(msg, msglen, "the %s backend has no %s kernel for %s", b->name, cr_op_name(t->op),
-                            cr_dtype_name(t->dtype)), CR_RESOLVE_NO_KERNEL;
+            return snprintf(msg, msglen, "the %s backend has no %s kernel for %s%s", b->name, cr_op_name(t->op),
+                            cr_dtype_name(t->dtype), is_stack(t) ? " stacks" : ""), CR_RESOLVE_NO_KERNEL;
         const cr_kernel *pick = c->mode == CR_KERNEL_AUTO ? auto_pick(tab, t) : NULL;
         *out = pick ? pick : ref;
         return CR_RESOLVE_OK;
@@ -300,7 +407,8 @@ cr_resolve cr_kernel_resolve(const cr_backend *b, const cr_auto_table *tab, cons
     switch (cr_kernel_check(k, t, msg, msglen)) {
     case CR_KCHECK_OK: *out = k; return CR_RESOLVE_OK;
     case CR_KCHECK_PRECISION: return CR_RESOLVE_PRECISION;
-    case CR_KCHECK_SHAPE: return CR_RESOLVE_SHAPE;
+    case CR_KCHECK_SHAPE:
+    case CR_KCHECK_STACK: return CR_RESOLVE_SHAPE;
     default: return CR_RESOLVE_DTYPE;
     }
 }

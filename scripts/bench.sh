@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the kernel benchmarks on a GPU machine and draws the results.
 #   scripts/bench.sh [BUILD_DIR]     (default: build)
-# Runs BUILD_DIR/bench/gemm and BUILD_DIR/bench/ata_hist where they exist, writes their CSV to
+# Runs BUILD_DIR/bench/gemm, BUILD_DIR/bench/ata_hist and BUILD_DIR/bench/batched (stacks: the
+# own batched GEMM against cuBLAS strided-batched) where they exist, writes their CSV to
 # bench/results/, then scripts/bench_plot.py makes the PNG plots and bench/results/summary.md
 # (it skips the plots, saying so, where matplotlib is missing; they can be drawn elsewhere later
 # from the same CSV files).
@@ -13,7 +14,7 @@ results="$root/bench/results"
 mkdir -p "$results"
 
 ran=0
-for name in gemm ata_hist; do
+for name in gemm ata_hist batched; do
     bin="$build/bench/$name"
     if [[ -x "$bin" ]]; then
         echo "== $bin -> $results/$name.csv"

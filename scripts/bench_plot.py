@@ -3,7 +3,10 @@
 
     scripts/bench_plot.py bench/results
 
-Reads gemm.csv and gemm_tc.csv (sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas; gemm_tc.csv
+Also batched.csv (bench/batched.cu: sweep,kernel,dtype,m,n,k,count,ms,gflops,gbs,floor_ms,
+ratio_vs_cublas), stacks of products, the own batched kernel against cuBLAS strided-batched:
+batched.png (GFLOP/s of the square sweep, and cuBLAS's time over ours per shape) and a section of
+summary.md. Reads gemm.csv and gemm_tc.csv (sweep,kernel,dtype,m,n,k,ms,gflops,ratio_vs_cublas; gemm_tc.csv
 holds the tensor-core sweeps tf32, f16 and bf16 of `bench/gemm OUT tc`) and ata_hist.csv
 (sweep,kernel,dtype,m,n,k_or_bytes,ms,rate,unit,ratio_vs_ref) where present, and beside each
 the device it ran on with its peaks (gemm.device.json, ata_hist.device.json: written by
@@ -339,6 +342,73 @@ def later_lines(outdir):
     return lines
 
 
+def batched_rows(outdir):
+    return read(os.path.join(outdir, "batched.csv"))
+
+
+def plot_batched(outdir):
+    """batched.png: the square sweep's GFLOP/s (cuBLAS dashed), and cuBLAS time / ours per shape."""
+    rows = [r for r in batched_rows(outdir) if r["kernel"] in ("batched", "cublas")]
+    if not rows:
+        return
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no batched.png")
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(15, 5.5))
+    for dtype in sorted({r["dtype"] for r in rows}):
+        for kernel in ("batched", "cublas"):
+            pts = sorted((int(r["m"]), float(r["gflops"])) for r in rows
+                         if r["sweep"] == "square" and r["dtype"] == dtype and r["kernel"] == kernel)
+            if pts:
+                left.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{kernel} ({dtype})",
+                          linestyle="--" if kernel == "cublas" else "-", color="black" if kernel == "cublas" else None)
+    left.set_xscale("log", base=2)
+    left.set_yscale("log")
+    left.set_xlabel("m = n = k (stacks of ~400 MB of float32)")
+    left.set_ylabel("GFLOP/s")
+    left.set_title("stacks of square products: own batched vs cuBLAS strided-batched")
+    left.grid(True, alpha=0.3)
+    left.legend(fontsize=8)
+    own = [r for r in rows if r["kernel"] == "batched" and r["sweep"] != "floor"]
+    labels = [f"{r['sweep']} {r['m']}x{r['n']}x{r['k']} x{int(r['count']):,} {r['dtype']}" for r in own]
+    ratios = [float(r["ratio_vs_cublas"]) for r in own]
+    right.barh(range(len(own)), ratios, color=["tab:green" if x >= 1 else "tab:red" for x in ratios])
+    right.axvline(1.0, color="black", linewidth=1)
+    right.set_yticks(range(len(own)))
+    right.set_yticklabels(labels, fontsize=6)
+    right.invert_yaxis()
+    right.set_xscale("log", base=2)
+    right.set_xlabel("cuBLAS time / batched time (> 1: batched faster)")
+    right.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(outdir, "batched.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print("wrote", path)
+
+
+def batched_lines(outdir):
+    """Summary rows of batched.csv: both kernels per shape, the floor, and the ratio."""
+    rows = batched_rows(outdir)
+    if not rows:
+        return []
+    lines = ["", "## Stacks: own batched GEMM vs cuBLAS strided-batched (bench/batched.cu; ms, kernel only)", "",
+             ran_on(outdir, "batched"), "",
+             "| sweep | dtype | m x n x k | count | cuBLAS | batched | floor | cuBLAS / batched |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in (r for r in rows if r["kernel"] == "batched"):
+        ref = next((x for x in rows if x["kernel"] == "cublas" and all(x[k] == r[k] for k in
+                    ("sweep", "dtype", "m", "n", "k", "count"))), None)
+        lines.append(f"| {r['sweep']} | {r['dtype']} | {r['m']}x{r['n']}x{r['k']} | {int(r['count']):,} | "
+                     f"{fmt(ref and float(ref['ms']), 4)} | {float(r['ms']):.4f} | {float(r['floor_ms']):.4f} | "
+                     f"{float(r['ratio_vs_cublas']):.2f} |")
+    return lines
+
+
 def summary(rows, devices, outdir):
     lines = ["# Kernel benchmark summary", "",
              "Our numbers are medians from this run's CSV files; the published ones come from the seed "
@@ -382,6 +452,7 @@ def summary(rows, devices, outdir):
     lines += dtype_lines(rows)
     lines += bins_lines(rows)
     lines += later_lines(outdir)
+    lines += batched_lines(outdir)
     path = os.path.join(outdir, "summary.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -392,10 +463,11 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
     rows = normalized(read(os.path.join(outdir, "gemm.csv")), read(os.path.join(outdir, "ata_hist.csv")),
                       read(os.path.join(outdir, "gemm_tc.csv")))
+    plot_batched(outdir)
     if not rows:
-        later = later_lines(outdir)
+        later = later_lines(outdir) + batched_lines(outdir)
         if not later:
-            print(f"no gemm.csv, gemm_tc.csv, ata_hist.csv or later runs under {outdir}")
+            print(f"no gemm.csv, gemm_tc.csv, ata_hist.csv, batched.csv or later runs under {outdir}")
             return 1
         path = os.path.join(outdir, "summary.md")
         with open(path, "w") as f:

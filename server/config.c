@@ -88,6 +88,16 @@ static const opt_spec specs[] = {
      "IP address, or the uid on --unix-socket)"},
     {"shm-idle-s", OPT_INT, F(shm_idle_s), 0, 86400 * 30, "600",
      "unregister shared memory regions no request used for this long, s (0: never)"},
+    {"tensor-max-mb", OPT_I64, F(tensor_max_mb), 0, 1 << 30,
+     "0: half of each GPU's memory; a quarter of --max-memory-mb on cpu",
+     "resident tensors (POST /v1/tensors, results kept) per device, MiB; a create past it is 507 tensor_limit"},
+    {"tensor-client-max-mb", OPT_I64, F(tensor_client_max_mb), 0, 1 << 30, "0: half of --tensor-max-mb",
+     "of which one client's tensors, MiB (client: as for --shm-client-max-mb)"},
+    {"tensor-idle-s", OPT_INT, F(tensor_idle_s), 0, 86400 * 365, "3600",
+     "free a resident tensor nothing used for this long, s (0: never; never evicted otherwise)"},
+    {"instance-name", OPT_STR, F(instance_name), 0, 0, "the host name",
+     "this replica's name in answers about tensors and jobs (behind a load balancer they live on the "
+     "replica that made them)"},
     {"drain-timeout-s", OPT_INT, F(drain_timeout_s), 1, 86400, "30", "SIGTERM grace period, s"},
     {"log-format", OPT_STR, F(log_format), 0, 0, "text", "text | json"},
     {"gpu-wait", OPT_STR, F(gpu_wait), 0, 0, "yield",
@@ -163,6 +173,7 @@ static void set_defaults(cr_config *c)
     c->result_cap_mb = 4096; /* at most the memory budget: cr_config_size */
     c->drain_timeout_s = 30;
     c->shm_idle_s = 600;
+    c->tensor_idle_s = 3600;
     c->gzip_level = 1; /* JSON shrinks 3-4x at level 1 for a fraction of level 6's time */
     strcpy(c->log_format, "text");
     strcpy(c->access_log, "all");

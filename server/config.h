@@ -43,6 +43,10 @@ typedef struct {
                                  0: half the memory budget */
     int64_t shm_client_max_mb;/* of which one client (token, IP address or uid); 0: a quarter */
     int shm_idle_s;           /* regions unused this long are unregistered; 0: never */
+    int64_t tensor_max_mb;    /* resident tensors per device; 0: half a GPU's memory, cpu: 1/4 budget */
+    int64_t tensor_client_max_mb; /* of which one client's; 0: half of tensor_max_mb */
+    int tensor_idle_s;        /* tensors unused this long are freed; 0: never */
+    char instance_name[128];  /* this replica, in answers; "" until start: the host name */
     int drain_timeout_s;
     char log_format[8];       /* text | json */
     char access_log[8];       /* all | errors | off */

@@ -21,7 +21,7 @@
  *   404 not_found          unknown route, or unknown/expired job id
  *   405 method_not_allowed (Allow header set)
  *   409 not_done           result asked for before the job finished; also "cancelled"/"failed" jobs
- *   409 already_exists     a shared memory region of that name is registered
+ *   409 already_exists     a shared memory region or tensor of that name exists
  *   409 in_use             unregistering a shared memory region a request holds
  *   411 length_required    body without Content-Length where one is needed
  *   413 too_large          body, JSON or declared sizes over a limit (field named when a size)
@@ -40,6 +40,7 @@
  *   507 device_memory      does not fit device memory
  *   507 shm_limit          registering would pass --shm-max-mb, --shm-client-max-mb (or the most
  *                          regions there may be)
+ *   507 tensor_limit       keeping a tensor would pass --tensor-max-mb or --tensor-client-max-mb
  *   500 internal           a bug
  */
 typedef struct {

@@ -20,6 +20,7 @@
 #include "server/engine/job_table.h"
 #include "server/kserve/cuda_shm_region.h"
 #include "server/kserve/shm_region.h"
+#include "server/engine/tensors.h"
 #include "server/memory.h"
 #include "server/obs/log.h"
 #include "server/signals.h"
@@ -95,6 +96,30 @@ static void log_listening(const cr_config *cfg, unsigned port, const cr_engine *
            cr_engine_backend(e)->name, cr_engine_device_count(e));
 }
 
+/* --tensor-max-mb's default needs the devices' memory: half of each GPU's, a quarter of the memory
+ * budget where tensors live in host memory; one client gets half of that unless told otherwise. */
+static void start_tensors(cr_config *cfg, cr_engine *e)
+{
+    const cr_backend *b = cr_engine_backend(e);
+    cr_tensor_limits lim = {.backend = b, .devices = cr_engine_device_count(e), .idle_s = cfg->tensor_idle_s};
+    bool devices = b->tensor_alloc && lim.devices > 0;
+    uint64_t given = (uint64_t)cfg->tensor_max_mb << 20, smallest = UINT64_MAX;
+    for (int d = 0; d < (devices ? lim.devices : 1) && d < CR_TENSOR_MAX_DEVICES; d++) {
+        cr_device_info info = {0};
+        uint64_t half = devices && b->device_info(d, &info) == CR_OK ? info.memory_total / 2 : 0;
+        lim.max_bytes[d] = given ? given : devices ? half : ((uint64_t)cfg->max_memory_mb << 20) / 4;
+        smallest = lim.max_bytes[d] < smallest ? lim.max_bytes[d] : smallest;
+    }
+    lim.client_max_bytes = cfg->tensor_client_max_mb ? (uint64_t)cfg->tensor_client_max_mb << 20 : smallest / 2;
+    if (!cfg->instance_name[0] && gethostname(cfg->instance_name, sizeof cfg->instance_name - 1) != 0)
+        snprintf(cfg->instance_name, sizeof cfg->instance_name, "crunchd");
+    snprintf(lim.instance, sizeof lim.instance, "%s", cfg->instance_name);
+    cr_tensors_init(&lim);
+    cr_log("info", "resident tensors: up to %llu MiB per %s, %llu MiB per client, freed after %d s unused",
+           (unsigned long long)(lim.max_bytes[0] >> 20), devices ? "device" : "daemon (host memory)",
+           (unsigned long long)(lim.client_max_bytes >> 20), cfg->tensor_idle_s);
+}
+
 static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
 {
     static double last_shm_sweep;
@@ -107,6 +132,7 @@ static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
     if (now - last_shm_sweep >= 1.0) {
         cr_shm_sweep(now);
         cr_cuda_shm_sweep(now);
+        cr_tensors_sweep(now);
         last_shm_sweep = now;
     }
 }
@@ -285,6 +311,7 @@ int main(int argc, char **argv)
                          .idle_s = cfg.shm_idle_s, .backend = cr_engine_backend(e)};
     cr_shm_init(&shm);
     cr_cuda_shm_init(cr_engine_backend(e), cr_engine_device_count(e), cfg.shm_idle_s);
+    start_tensors(&cfg, e);
     cr_job_table jobs;
     if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)cfg.result_cap_mb << 20) < 0) {
         cr_grpc_stop(g);
@@ -321,6 +348,7 @@ int main(int argc, char **argv)
     cr_job_table_destroy(&jobs);
     cr_shm_shutdown(); /* last: the jobs that held regions are gone */
     cr_cuda_shm_shutdown();
+    cr_tensors_shutdown();
     cr_log("info", "bye");
     return rc;
 }

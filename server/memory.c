@@ -84,6 +84,6 @@ uint64_t cr_mem_refusals(void) { return atomic_load(&refusals); }
 
 const char *cr_mem_kind_name(cr_mem_kind kind)
 {
-    static const char *const names[CR_MEM_KINDS] = {"body", "decode", "arrays", "scratch", "shm"};
+    static const char *const names[CR_MEM_KINDS] = {"body", "decode", "arrays", "scratch", "shm", "tensor"};
     return kind < CR_MEM_KINDS ? names[kind] : "?";
 }

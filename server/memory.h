@@ -18,6 +18,7 @@ typedef enum {
     CR_MEM_ARRAYS,   /* inputs, outputs and kept results */
     CR_MEM_SCRATCH,  /* compare mode's per-kernel outputs */
     CR_MEM_SHM,      /* registered shared-memory regions: mapped (pinned on cuda) while registered */
+    CR_MEM_TENSOR,   /* resident tensors in host memory (the cpu backend's) and streams' accumulators */
     CR_MEM_KINDS
 } cr_mem_kind;
 

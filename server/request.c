@@ -72,7 +72,10 @@ static int output_bytes(const cr_task *t, size_t *bytes)
     default:
         return -1;
     }
-    return __builtin_mul_overflow(elems, (uint64_t)es, bytes) ? -1 : 0;
+    uint64_t per = (uint64_t)cr_task_matrices(t); /* every matrix of a stack */
+    return per < 1 || __builtin_mul_overflow(elems, per, &elems) || __builtin_mul_overflow(elems, (uint64_t)es, bytes)
+               ? -1
+               : 0;
 }
 
 void cr_request_adopt_buf(cr_request *r, int slot, void *p, size_t bytes, void (*release)(void *hold),
@@ -123,6 +126,51 @@ int cr_request_alloc_output(cr_request *r, cr_error *err)
         return -1;
     cr_task_set_output(&r->task, p);
     return 0;
+}
+
+/* A slot's buffer taken out of a request (cr_request_take_buf): how to let it go. */
+typedef struct {
+    void *p;
+    size_t bytes;
+    bool borrowed;
+    void (*free_fn)(void *p);
+    void *hold;
+    void (*hold_release)(void *hold);
+} taken_buf;
+
+static void taken_free(void *o)
+{
+    taken_buf *t = o;
+    if (!t)
+        return;
+    if (t->borrowed) {
+        if (t->hold_release)
+            t->hold_release(t->hold);
+    } else {
+        cr_mem_release(CR_MEM_ARRAYS, t->bytes ? t->bytes : 1);
+        if (t->free_fn)
+            t->free_fn(t->p);
+        else
+            free(t->p);
+    }
+    free(t);
+}
+
+void *cr_request_take_buf(cr_request *r, int slot, void (**release)(void *owner))
+{
+    taken_buf *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    *t = (taken_buf){r->bufs[slot], r->buf_bytes[slot], r->buf_borrowed[slot], r->buf_free[slot], r->hold[slot],
+                     r->hold_release[slot]};
+    r->bufs[slot] = NULL;
+    r->buf_bytes[slot] = 0;
+    r->buf_borrowed[slot] = r->buf_on_device[slot] = false;
+    r->hold[slot] = NULL;
+    r->hold_release[slot] = NULL;
+    r->buf_free[slot] = NULL;
+    *release = taken_free;
+    return t;
 }
 
 void cr_request_free_buf(cr_request *r, int slot)

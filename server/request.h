@@ -75,6 +75,15 @@ typedef struct {
         char region[129];               /* CR_SHM_NAME_MAX + 1 (server/kserve/shm_region.h) */
         uint64_t offset, bytes;
     } result_shm;
+    /* The result kept as a resident tensor (server/engine/tensors.h): the output slot borrows its
+     * memory; a new one is listed once the job finished done, an existing one (accumulated into)
+     * already is. The answer gives its metadata instead of the data. */
+    struct {
+        struct cr_tensor *t;            /* NULL: the result is answered, not kept */
+        char id[37], name[129];         /* what the answer says of it, set when the job is done */
+        int device;
+        double expires_at;
+    } result_tensor;
 } cr_request;
 
 /* The result's shape: out_shape, or the task's (m, n), (n, n) or (bins,). */
@@ -108,6 +117,11 @@ int cr_request_mark_device(cr_request *r, int slot, int device, cr_error *err);
 /* Allocates the output buffer for the task (C matrix, counts) and points the task at it; a
  * borrowed output slot (cr_request_adopt_buf) is used instead, zeroed for histograms. */
 int cr_request_alloc_output(cr_request *r, cr_error *err);
+
+/* Takes slot's buffer out of r, charge and all: the returned owner (NULL when memory ran out, the
+ * slot untouched) keeps it until release(owner) frees it as the slot would have (a resident tensor
+ * made from an upload keeps the upload's buffer this way). */
+void *cr_request_take_buf(cr_request *r, int slot, void (**release)(void *owner));
 
 /* Frees one buffer with the allocator that made it. */
 void cr_request_free_buf(cr_request *r, int slot);

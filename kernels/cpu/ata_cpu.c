@@ -20,7 +20,7 @@ static void mirror_upper(void *c, int64_t n, int f64)
 
 static int fits_blasint(int64_t v) { return (int64_t)(blasint)v == v; }
 
-cr_status cpu_ata_openblas(const cr_task *t, char *err, size_t errlen)
+static cr_status ata_openblas_one(const cr_task *t, char *err, size_t errlen)
 {
     const cr_ata_task *a = &t->u.ata;
     if (!fits_blasint(a->m) || !fits_blasint(a->n))
@@ -38,6 +38,13 @@ cr_status cpu_ata_openblas(const cr_task *t, char *err, size_t errlen)
         cblas_ssyrk(CblasRowMajor, CblasUpper, tr, n, m, 1.0f, a->a, lda, 0.0f, a->c_out, n);
     mirror_upper(a->c_out, a->n, t->dtype == CR_DT_F64);
     return CR_OK;
+}
+
+cr_status cpu_ata_openblas(const cr_task *t, char *err, size_t errlen)
+{
+    if (t->stack.rank > 0)
+        return cpu_stack_run(t, ata_openblas_one, CPU_STACK_BLAS, err, errlen);
+    return ata_openblas_one(t, err, errlen);
 }
 
 /* acc[j] = Σ_r A(r,i)·A(r,j) for j >= i, with A as stored m×n: a sum of A's row tails. */
@@ -66,7 +73,7 @@ static void upper_row_trans(const cr_ata_task *a, int f64, int64_t i, double *sr
                      : cpu_dot_f32(srow, (const float *)a->a + j * a->m, a->m);
 }
 
-cr_status cpu_ata_reference(const cr_task *t, char *err, size_t errlen)
+static cr_status ata_reference_one(const cr_task *t, char *err, size_t errlen)
 {
     const cr_ata_task *a = &t->u.ata;
     int f64 = t->dtype == CR_DT_F64;
@@ -95,4 +102,11 @@ cleanup:
     free(acc);
     free(srow);
     return s;
+}
+
+cr_status cpu_ata_reference(const cr_task *t, char *err, size_t errlen)
+{
+    if (t->stack.rank > 0)
+        return cpu_stack_run(t, ata_reference_one, CPU_STACK_PLAIN, err, errlen);
+    return ata_reference_one(t, err, errlen);
 }

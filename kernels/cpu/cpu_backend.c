@@ -84,7 +84,11 @@ static cr_status resolve_kernel(const cr_task *t, cr_cpu_launcher *fn, char *err
     if (k == NULL || k->backend != CR_BACKEND_CPU || k->cpu == NULL || k->op != t->op)
         return cpu_fail(CR_E_INVALID, err, errlen, "no cpu %s kernel \"%s\"", cr_op_name(t->op),
                         k ? k->name : "(null)");
-    if (cr_kernel_check(k, t, NULL, 0) != CR_KCHECK_OK)
+    char why[256];
+    cr_kcheck kc = cr_kernel_check(k, t, why, sizeof why);
+    if (kc == CR_KCHECK_STACK) /* the registry names the rows that take one */
+        return cpu_fail(CR_E_UNSUPPORTED, err, errlen, "%s", why);
+    if (kc != CR_KCHECK_OK)
         return cpu_fail(CR_E_UNSUPPORTED, err, errlen, "%s kernel \"%s\" does not support dtype %s",
                         cr_op_name(t->op), k->name, cr_dtype_name(t->dtype));
     *fn = k->cpu;
@@ -174,13 +178,19 @@ static uint64_t cpu_task_device_bytes(const cr_task *t)
 }
 
 /* Half-precision GEMM widens A, B and C (gemm_half.c): to float64 for the reference, which
- * compare mode also runs, so that is the bound. */
+ * compare mode also runs, so that is the bound. A stack widens one matrix per thread at a time
+ * (cpu_stack.c): the reference's threads, never fewer than OpenBLAS's, bound it. */
 static uint64_t cpu_task_host_bytes(const cr_task *t)
 {
     if (t->op != CR_OP_GEMM || !cpu_is_half(t->dtype))
         return 0;
     const cr_gemm_task *g = &t->u.gemm;
-    return ((uint64_t)(g->m * g->k) + (uint64_t)(g->k * g->n) + (uint64_t)(g->m * g->n)) * sizeof(double);
+    uint64_t each = ((uint64_t)(g->m * g->k) + (uint64_t)(g->k * g->n) + (uint64_t)(g->m * g->n)) * sizeof(double);
+    if (t->stack.rank == 0)
+        return each;
+    if (t->stack.count == 0)
+        return 0;
+    return each * (uint64_t)cpu_stack_threads(t, CPU_STACK_PLAIN);
 }
 
 const cr_backend cr_backend_cpu = {

@@ -12,11 +12,21 @@ cr_status cpu_ata_openblas(const cr_task *t, char *err, size_t errlen);
 cr_status cpu_ata_reference(const cr_task *t, char *err, size_t errlen);
 cr_status cpu_hist_reference(const cr_task *t, char *err, size_t errlen);
 
-/* A float16/bfloat16 GEMM through wide_kernel: operands widened to wide_dt (F32 or F64), the
- * result rounded back (gemm_half.c). */
+/* A float16/bfloat16 GEMM of one matrix (rank 0) through wide_kernel: operands widened to
+ * wide_dt (F32 or F64), the result rounded back (gemm_half.c). A stack widens matrix by matrix
+ * (cpu_stack.c calls this per product), so at most one matrix per thread is widened at a time. */
 cr_status cpu_gemm_half(const cr_task *t, cr_status (*wide_kernel)(const cr_task *, char *, size_t),
                         cr_dtype wide_dt, char *err, size_t errlen);
 static inline bool cpu_is_half(cr_dtype dt) { return dt == CR_DT_F16 || dt == CR_DT_BF16; }
+
+/* A stack (t->stack.rank > 0): each product as a task of one matrix through fn, over threads
+ * where that pays (cpu_stack.c). BLAS: fn is an OpenBLAS call, which threads itself from a size
+ * up; PLAIN: fn is one-threaded C. cpu_stack_threads: how many threads a run takes (1: in the
+ * caller's thread), which also bounds the working memory fn's of a run hold at once. */
+typedef cr_status (*cpu_matrix_fn)(const cr_task *one, char *err, size_t errlen);
+typedef enum { CPU_STACK_BLAS, CPU_STACK_PLAIN } cpu_stack_kind;
+cr_status cpu_stack_run(const cr_task *t, cpu_matrix_fn fn, cpu_stack_kind kind, char *err, size_t errlen);
+int cpu_stack_threads(const cr_task *t, cpu_stack_kind kind);
 
 /* Row primitives of the reference kernels: products of doubles with stored elements, summed in
  * double whatever the stored type, so the reference is more exact than what it checks. */

@@ -1,6 +1,8 @@
 /* GEMM on the CPU: OpenBLAS (the fast one) and a plain C reference that "all" mode compares
- * every other kernel against. Both follow BLAS conventions exactly: alpha == 0 reads neither A
- * nor B, beta == 0 (or no c_in) never reads C, so NaNs there do not leak into the result. */
+ * every other kernel against. Both follow BLAS's rule that beta == 0 (or no c_in) never reads C,
+ * so NaNs there do not leak into the result; the reference also reads neither A nor B when
+ * alpha == 0, which OpenBLAS 0.3.21 does not promise (its SGEMM and DGEMM gave NaN for NaN A and
+ * B times alpha 0 on the build machine). A stack runs matrix by matrix (cpu_stack.c). */
 #include "kernels/cpu/cpu_internal.h"
 
 #include <cblas.h>
@@ -9,11 +11,11 @@
 
 static int fits_blasint(int64_t v) { return (int64_t)(blasint)v == v; }
 
-cr_status cpu_gemm_openblas(const cr_task *t, char *err, size_t errlen)
+static cr_status gemm_openblas_one(const cr_task *t, char *err, size_t errlen)
 {
     const cr_gemm_task *g = &t->u.gemm;
     if (cpu_is_half(t->dtype))
-        return cpu_gemm_half(t, cpu_gemm_openblas, CR_DT_F32, err, errlen);
+        return cpu_gemm_half(t, gemm_openblas_one, CR_DT_F32, err, errlen);
     if (!fits_blasint(g->m) || !fits_blasint(g->n) || !fits_blasint(g->k))
         return cpu_fail(CR_E_UNSUPPORTED, err, errlen,
                         "gemm: openblas takes %zu-byte dimensions; use the reference kernel",
@@ -33,6 +35,13 @@ cr_status cpu_gemm_openblas(const cr_task *t, char *err, size_t errlen)
         cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, (float)g->alpha, g->a, lda, g->b, ldb,
                     (float)beta, g->c_out, n);
     return CR_OK;
+}
+
+cr_status cpu_gemm_openblas(const cr_task *t, char *err, size_t errlen)
+{
+    if (t->stack.rank > 0)
+        return cpu_stack_run(t, gemm_openblas_one, CPU_STACK_BLAS, err, errlen);
+    return gemm_openblas_one(t, err, errlen);
 }
 
 /* Row i of op(A), widened to double. */
@@ -72,11 +81,11 @@ static void store_c_row(const cr_gemm_task *g, int f64, int64_t i, const double 
     }
 }
 
-cr_status cpu_gemm_reference(const cr_task *t, char *err, size_t errlen)
+static cr_status gemm_reference_one(const cr_task *t, char *err, size_t errlen)
 {
     const cr_gemm_task *g = &t->u.gemm;
     if (cpu_is_half(t->dtype))
-        return cpu_gemm_half(t, cpu_gemm_reference, CR_DT_F64, err, errlen);
+        return cpu_gemm_half(t, gemm_reference_one, CR_DT_F64, err, errlen);
     int f64 = t->dtype == CR_DT_F64;
     cr_status s = CR_OK;
     double *arow = malloc((size_t)g->k * sizeof *arow);
@@ -101,4 +110,11 @@ cleanup:
     free(arow);
     free(acc);
     return s;
+}
+
+cr_status cpu_gemm_reference(const cr_task *t, char *err, size_t errlen)
+{
+    if (t->stack.rank > 0)
+        return cpu_stack_run(t, gemm_reference_one, CPU_STACK_PLAIN, err, errlen);
+    return gemm_reference_one(t, err, errlen);
 }

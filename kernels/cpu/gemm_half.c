@@ -41,6 +41,8 @@ cr_status cpu_gemm_half(const cr_task *t, cr_status (*wide_kernel)(const cr_task
                         cr_dtype wide_dt, char *err, size_t errlen)
 {
     const cr_gemm_task *g = &t->u.gemm;
+    if (t->stack.rank > 0) /* a stack comes here matrix by matrix (cpu_stack.c) */
+        return cpu_fail(CR_E_INTERNAL, err, errlen, "gemm: a %s stack widened whole", cr_dtype_name(t->dtype));
     size_t na = (size_t)(g->m * g->k), nb = (size_t)(g->k * g->n), nc = (size_t)(g->m * g->n);
     bool read_c = g->c_in != NULL && g->beta != 0.0;
     cr_task w = *t;

@@ -161,6 +161,9 @@ extern "C" cr_status cr_cuda_ipc_open(const void *handle, size_t handle_len, int
                                       void **out, char *err, size_t errlen);
 extern "C" void cr_cuda_ipc_close(void *p);
 extern "C" cr_status cr_cuda_device_write(void *dst, const void *src, size_t bytes);
+extern "C" void *cr_cuda_tensor_alloc(int device, size_t bytes);
+extern "C" void cr_cuda_tensor_free(int device, void *p);
+extern "C" cr_status cr_cuda_tensor_copy(int device, void *dst, const void *src, size_t bytes, bool to_device);
 
 extern "C" const cr_backend cr_backend_cuda = {
     "cuda",
@@ -201,4 +204,7 @@ extern "C" const cr_backend cr_backend_cuda = {
     cr_sink_usage,
     cuda_device_pool_usage,
     cuda_device_trim,
+    cr_cuda_tensor_alloc,
+    cr_cuda_tensor_free,
+    cr_cuda_tensor_copy,
 };

@@ -64,6 +64,13 @@ cudaError_t cr_cuda_gemm_wgmma(const cr_gemm_dev *g, cr_dtype dt, cudaStream_t s
 cudaError_t cr_cuda_gemm_wgmma_ws(const cr_gemm_dev *g, cr_dtype dt, void *work, size_t work_bytes,
                                   cudaStream_t s);
 
+/* The own batched GEMM (gemm_batched.cu): C_i = alpha·op(A_{a(i)})·op(B_{b(i)}) + beta·C_i for
+ * the products i of stack s (rank 0: one), A's and B's matrices packed as the stack says (a(i),
+ * b(i): cr_stack_operand_index), C's count matrices dense and holding the input C when beta != 0.
+ * FP32 and FP64; any m, n, k, transposes and broadcasting; one launch (unless the stack has over
+ * 2^31 tiles of C). */
+cudaError_t cr_cuda_gemm_batched(const cr_gemm_dev *g, const cr_stack *s, cr_dtype dt, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

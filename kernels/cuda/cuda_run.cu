@@ -7,12 +7,21 @@
  * prefetch (prefetch.cu) already copied to this device during its upload takes no room in the
  * block: the kernel reads the prefetch's buffer once its copies are done. Tensors in a client's
  * device memory (CUDA shared memory, ipc.cu) are neither copied nor given room: the kernel reads
- * such inputs and writes such an output where they are. */
+ * such inputs and writes such an output where they are.
+ *
+ * A stack (t->stack.rank > 0) is laid out the same way, each operand all of its matrices (mats[k],
+ * densely packed as they came) and the output its count matrices: still one copy in and one copy
+ * out. Its C is an input only when beta applies; when products each read their own C matrix it is
+ * updated in place as a single task's is, else (c broadcast) the output starts as c expanded on
+ * the device into every product's matrix (stack_ops.cu), never copied count times from the host.
+ * Stacks take every path a single task does: lanes, prefetched and resident inputs. */
 #include <string.h>
 
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/prefetch.h"
+#include "kernels/cuda/stack_ops.h"
 #include "kernels/registry.h"
+#include "kernels/stack.h"
 
 #define ALIGN 256
 #define MAX_INPUTS 3
@@ -39,6 +48,7 @@ typedef struct {
     size_t out_off, out_bytes;
     bool out_is_input;      /* GEMM with c_in in the block: the output region starts as it */
     bool c_copy;            /* GEMM with c_in elsewhere: copied into the output before the kernel */
+    bool c_expand;          /* a stack whose c broadcasts: expanded into the output before the kernel */
     void *out_host;
     /* Host buffers already pinned (binary uploads): copied to/from directly, never staged. */
     bool in_pinned[MAX_INPUTS], out_pinned, any_in_pinned;
@@ -74,20 +84,24 @@ static void plan_task(const cr_task *t, task_layout *l, const resident_inputs *r
         l->res = *res;
     size_t es = cr_dtype_size(t->dtype);
     size_t scratch = t->kernel && t->kernel->scratch ? (size_t)t->kernel->scratch(t) : 0;
+    size_t na = (size_t)cr_task_operand_matrices(t, CR_STACK_A), out_n = (size_t)cr_task_matrices(t);
+    bool stack = t->stack.rank > 0;
     if (t->op == CR_OP_GEMM) {
         const cr_gemm_task *g = &t->u.gemm;
-        add_input(l, g->a, (size_t)(g->m * g->k) * es);
-        add_input(l, g->b, (size_t)(g->k * g->n) * es);
-        if (g->c_in) {
-            add_input(l, g->c_in, (size_t)(g->m * g->n) * es);
-            l->out_is_input = !l->res.on[2] && !l->res.out;
-            l->c_copy = !l->out_is_input;
+        add_input(l, g->a, (size_t)(g->m * g->k) * es * na);
+        add_input(l, g->b, (size_t)(g->k * g->n) * es * (size_t)cr_task_operand_matrices(t, CR_STACK_B));
+        if (g->c_in && (!stack || g->beta != 0.0)) {
+            add_input(l, g->c_in, (size_t)(g->m * g->n) * es * (size_t)cr_task_operand_matrices(t, CR_STACK_C));
+            bool own_c = !stack || cr_stack_identity(&t->stack, CR_STACK_C); /* product i reads C matrix i */
+            l->out_is_input = own_c && !l->res.on[2] && !l->res.out;
+            l->c_copy = own_c && !l->out_is_input;
+            l->c_expand = !own_c;
         }
-        set_output(l, g->c_out, (size_t)(g->m * g->n) * es, scratch);
+        set_output(l, g->c_out, (size_t)(g->m * g->n) * es * out_n, scratch);
     } else if (t->op == CR_OP_ATA) {
         const cr_ata_task *a = &t->u.ata;
-        add_input(l, a->a, (size_t)(a->m * a->n) * es);
-        set_output(l, a->c_out, (size_t)(a->n * a->n) * es, scratch);
+        add_input(l, a->a, (size_t)(a->m * a->n) * es * na);
+        set_output(l, a->c_out, (size_t)(a->n * a->n) * es * out_n, scratch);
     } else {
         const cr_hist_task *h = &t->u.hist;
         add_input(l, h->data, (size_t)h->count * es);
@@ -104,18 +118,24 @@ uint64_t cr_cuda_task_device_bytes(const cr_task *t)
 
 /* ---- the kernel phase ---- */
 
-/* The op's prologue (C is zeros without c_in: never read uninitialized pool memory, even times
- * 0; an empty AᵀA has nothing to launch), then the registry row's launcher. */
+/* The op's prologue (C is zeros without c_in, or a stack's c that beta 0 leaves unread: never
+ * read uninitialized pool memory, even times 0; an empty AᵀA or stack has nothing to launch),
+ * then the registry row's launcher. */
 static cudaError_t run_kernel(const cr_exec *x, const cr_task *t, char *dev, const task_layout *l, cr_cuda_err *e)
 {
     void *out = l->res.out ? l->res.out : dev + l->out_off;
     cr_cuda_launch launch = {x, t, {l->in_dev[0], l->in_dev[1], l->n_in > 2 ? l->in_dev[2] : NULL},
                              out, l->work_bytes ? dev + l->work_off : NULL, l->work_bytes, e};
-    if (t->op == CR_OP_GEMM && !t->u.gemm.c_in)
+    if (t->op == CR_OP_GEMM && l->n_in < 3)
         CR_CHECK(e, cudaMemsetAsync(launch.out, 0, l->out_bytes, x->stream));
-    if (l->c_copy) /* the kernel updates C in place: never the client's input c itself */
+    /* the kernel updates C in place: never the client's input c itself, unless c is the output
+     * (a resident tensor accumulated into: C += A·B) */
+    if (l->c_copy && out != l->in_dev[2])
         CR_CHECK(e, cudaMemcpyAsync(out, l->in_dev[2], l->out_bytes, cudaMemcpyDeviceToDevice, x->stream));
-    if (t->op == CR_OP_ATA && t->u.ata.n == 0)
+    if (l->c_expand)
+        CR_CHECK(e, cr_cuda_stack_expand(out, l->in_dev[2], &t->stack,
+                                         (size_t)(t->u.gemm.m * t->u.gemm.n) * cr_dtype_size(t->dtype), x->stream));
+    if ((t->op == CR_OP_ATA && t->u.ata.n == 0) || cr_task_matrices(t) == 0)
         return cudaSuccess;
     CR_CHECK(e, (cudaError_t)t->kernel->cuda(&launch));
 cleanup:
@@ -144,7 +164,7 @@ static cr_status check_kernel(const cr_task *t, char *err, size_t errlen)
         return CR_E_INVALID;
     }
     switch (cr_kernel_check(t->kernel, t, err, errlen)) {
-    case CR_KCHECK_OK: return CR_OK;
+    case CR_KCHECK_OK: return cr_stack_check(t, err, errlen);
     case CR_KCHECK_OP: return CR_E_INVALID;
     default: return CR_E_UNSUPPORTED;
     }

@@ -9,8 +9,10 @@
 struct cr_cuda_launch {
     const cr_exec *x;
     const cr_task *t;
-    const void *in[3];    /* device inputs: gemm a, b; ata a; histogram data */
-    void *out;            /* device output: C (holding c_in on entry when beta applies) or counts */
+    const void *in[3];    /* device inputs: gemm a, b; ata a; histogram data. A stack's (t->stack):
+                           * each operand all of its matrices, packed as they came */
+    void *out;            /* device output: C (holding c_in on entry when beta applies, broadcast into
+                           * every product's matrix for a stack) or counts; a stack's count matrices */
     void *scratch;        /* the row's scratch() bytes, NULL when none */
     size_t scratch_bytes;
     cr_cuda_err *e;       /* the first failure, with the call that failed */

@@ -6,6 +6,11 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/cuda/stack_ops.h"
+
+/* Products per cuBLAS call of a stack: batch counts are ints, and the pointer arrays of a stack
+ * that needs them take 24 bytes of scratch a product. */
+#define STACK_CHUNK ((int64_t)1 << 20)
 
 static int64_t ld_of(int64_t x) { return x > 1 ? x : 1; } /* cuBLAS wants ld >= 1 even when empty */
 
@@ -68,14 +73,16 @@ extern "C" uint64_t cr_cuda_scratch_gemm_tc_tf32(const cr_task *t)
     return cr_cuda_gemm_wgmma_work_bytes(&g, t->dtype);
 }
 
-/* C(m×n) = alpha·op(A)·op(B) + beta·C for `batch` problems at strides of one matrix each. */
-static cublasStatus_t gemm_strided(cublasHandle_t h, const cr_gemm_dev *g, cr_dtype dt, int batch)
+/* C(m×n) = alpha·op(A)·op(B) + beta·C for `batch` problems, A and B sa and sb elements apart
+ * (0: one matrix for all), C dense. */
+static cublasStatus_t gemm_strided_at(cublasHandle_t h, const cr_gemm_dev *g, cr_dtype dt, int batch, long long sa,
+                                      long long sb)
 {
     cublasOperation_t op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     int ldb = (int)ld_of(g->trans_b ? g->k : g->n), lda = (int)ld_of(g->trans_a ? g->m : g->k);
     int ldc = (int)ld_of(g->n), m = (int)g->m, n = (int)g->n, k = (int)g->k;
-    long long sa = g->m * g->k, sb = g->k * g->n, sc = g->m * g->n;
+    long long sc = g->m * g->n;
     if (dt == CR_DT_F64) {
         const double *a = (const double *)g->a, *b = (const double *)g->b;
         if (batch == 1)
@@ -99,9 +106,96 @@ static cublasStatus_t gemm_strided(cublasHandle_t h, const cr_gemm_dev *g, cr_dt
                                      ldc, sc, batch);
 }
 
+/* `batch` problems at strides of one matrix each (the batcher's layout). */
+static cublasStatus_t gemm_strided(cublasHandle_t h, const cr_gemm_dev *g, cr_dtype dt, int batch)
+{
+    return gemm_strided_at(h, g, dt, batch, g->m * g->k, g->k * g->n);
+}
+
+/* `batch` problems whose matrices the device arrays pa, pb, pc point at. */
+static cublasStatus_t gemm_pointers(cublasHandle_t h, const cr_gemm_dev *g, cr_dtype dt, int batch, const void **pa,
+                                    const void **pb, void **pc)
+{
+    cublasOperation_t op_b = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_a = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int ldb = (int)ld_of(g->trans_b ? g->k : g->n), lda = (int)ld_of(g->trans_a ? g->m : g->k);
+    int ldc = (int)ld_of(g->n), m = (int)g->m, n = (int)g->n, k = (int)g->k;
+    if (dt == CR_DT_F64)
+        return cublasDgemmBatched(h, op_b, op_a, n, m, k, &g->alpha, (const double *const *)pb, ldb,
+                                  (const double *const *)pa, lda, &g->beta, (double *const *)pc, ldc, batch);
+    float alpha = (float)g->alpha, beta = (float)g->beta;
+    if (dt == CR_DT_F16 || dt == CR_DT_BF16) {
+        cudaDataType_t t = dt == CR_DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+        return cublasGemmBatchedEx(h, op_b, op_a, n, m, k, &alpha, pb, t, ldb, pa, t, lda, &beta, (void *const *)pc, t,
+                                   ldc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+    return cublasSgemmBatched(h, op_b, op_a, n, m, k, &alpha, (const float *const *)pb, ldb, (const float *const *)pa,
+                              lda, &beta, (float *const *)pc, ldc, batch);
+}
+
+/* Whether a stack's operands A and B each have a common stride (then strided-batched). */
+static bool stack_strided(const cr_stack *s, int64_t *step_a, int64_t *step_b)
+{
+    bool a = cr_stack_uniform(s, CR_STACK_A, step_a), b = cr_stack_uniform(s, CR_STACK_B, step_b);
+    return a && b;
+}
+
+/* A stack through cuBLAS, STACK_CHUNK products a call: strided-batched when A and B each have a
+ * common stride (0 for a broadcast operand: nothing is copied to expand it), else pointer-array
+ * batched with the arrays written on the device from the stack's dims and strides into the
+ * row's scratch. C is dense and already holds c (expanded) when beta applies. */
+static cudaError_t cublas_stack(const cr_cuda_launch *l, const cr_gemm_dev *g0)
+{
+    const cr_task *t = l->t;
+    const cr_stack *s = &t->stack;
+    size_t es = cr_dtype_size(t->dtype);
+    size_t a_bytes = (size_t)(g0->m * g0->k) * es, b_bytes = (size_t)(g0->k * g0->n) * es;
+    size_t c_bytes = (size_t)(g0->m * g0->n) * es;
+    int64_t step_a, step_b;
+    bool strided = stack_strided(s, &step_a, &step_b);
+    const void **pa = NULL, **pb = NULL;
+    void **pc = NULL;
+    if (!strided)
+        cr_cuda_stack_pointer_arrays(l->scratch, s->count < STACK_CHUNK ? s->count : STACK_CHUNK, &pa, &pb, &pc);
+    for (int64_t first = 0; first < s->count; first += STACK_CHUNK) {
+        int n = (int)(s->count - first < STACK_CHUNK ? s->count - first : STACK_CHUNK);
+        cr_gemm_dev g = *g0;
+        if (strided) {
+            g.a = (const char *)g0->a + (size_t)(first * step_a) * a_bytes;
+            g.b = (const char *)g0->b + (size_t)(first * step_b) * b_bytes;
+            g.c = (char *)g0->c + (size_t)first * c_bytes;
+            CR_CHECK(l->e, gemm_strided_at(l->x->blas, &g, t->dtype, n, step_a * g.m * g.k, step_b * g.k * g.n));
+            continue;
+        }
+        CR_CHECK(l->e, cr_cuda_stack_pointers(s, first, n, g0->a, a_bytes, g0->b, b_bytes, g0->c, c_bytes, pa, pb, pc,
+                                              l->x->stream));
+        CR_CHECK(l->e, gemm_pointers(l->x->blas, &g, t->dtype, n, pa, pb, pc));
+    }
+cleanup:
+    return l->e->code;
+}
+
+extern "C" uint64_t cr_cuda_scratch_gemm_cublas(const cr_task *t)
+{
+    int64_t step_a, step_b;
+    if (t->stack.rank == 0 || stack_strided(&t->stack, &step_a, &step_b))
+        return 0;
+    return cr_cuda_stack_pointer_bytes(t->stack.count < STACK_CHUNK ? t->stack.count : STACK_CHUNK);
+}
+
 static cublasStatus_t cublas_gemm(const cr_exec *x, cr_dtype dt, const cr_gemm_dev *g)
 {
     return gemm_strided(x->blas, g, dt, 1);
+}
+
+/* One matrix or a stack. */
+static cudaError_t cublas_task(const cr_cuda_launch *l, const cr_gemm_dev *g)
+{
+    if (l->t->stack.rank > 0)
+        return cublas_stack(l, g);
+    CR_CHECK(l->e, cublas_gemm(l->x, l->t->dtype, g));
+cleanup:
+    return l->e->code;
 }
 
 cublasStatus_t cr_cublas_gemm_batched(cublasHandle_t h, const cr_gemm_task *t, cr_dtype dt, bool tf32,
@@ -121,9 +215,7 @@ cublasStatus_t cr_cublas_gemm_batched(cublasHandle_t h, const cr_gemm_task *t, c
 extern "C" int cr_cuda_launch_gemm_cublas(cr_cuda_launch *l)
 {
     cr_gemm_dev g = gemm_dev(l);
-    CR_CHECK(l->e, cublas_gemm(l->x, l->t->dtype, &g));
-cleanup:
-    return l->e->code;
+    return cublas_task(l, &g);
 }
 
 /* TF32 tensor-op math for this one call, then back to exact FP32 for the handle's next task. */
@@ -133,12 +225,19 @@ extern "C" int cr_cuda_launch_gemm_cublas_tf32(cr_cuda_launch *l)
     cr_gemm_dev g = gemm_dev(l);
     CR_CHECK(l->e, cublasSetMathMode(l->x->blas, CR_CUBLAS_MATH_TF32));
     set = true;
-    CR_CHECK(l->e, cublas_gemm(l->x, l->t->dtype, &g));
+    CR_CHECK(l->e, cublas_task(l, &g));
 cleanup:
     if (set)
         cr_check_record(l->e, cublasSetMathMode(l->x->blas, CR_CUBLAS_MATH), "restore math mode", __FILE__,
                         __LINE__);
     return l->e->code;
+}
+
+/* The own batched kernel: a stack (or one matrix) in one launch (gemm_batched.cu). */
+extern "C" int cr_cuda_launch_gemm_batched(cr_cuda_launch *l)
+{
+    cr_gemm_dev g = gemm_dev(l);
+    return cr_cuda_gemm_batched(&g, &l->t->stack, l->t->dtype, l->x->stream);
 }
 
 /* ---- AᵀA ---- */
@@ -184,12 +283,12 @@ extern "C" uint64_t cr_cuda_scratch_ata_symtile(const cr_task *t)
 
 /* AᵀA as one GEMM (both triangles computed, nothing mirrored): the row-major A (m×n) is the
  * column-major X = Aᵀ (n×m) and AᵀA = X·Xᵀ; a stored Aᵀ is the column-major A, AᵀA = AᵀA. */
-cublasStatus_t cr_cublas_ata_batched(cublasHandle_t h, const cr_ata_task *t, cr_dtype dt, const void *a, void *c,
-                                     int batch)
+static cublasStatus_t ata_strided_at(cublasHandle_t h, const cr_ata_task *t, cr_dtype dt, const void *a, void *c,
+                                     int batch, long long sa)
 {
     cublasOperation_t op1 = t->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op2 = t->trans_a ? CUBLAS_OP_N : CUBLAS_OP_T;
     int n = (int)t->n, k = (int)t->m, lda = (int)ld_of(t->trans_a ? t->m : t->n), ldc = (int)ld_of(t->n);
-    long long sa = t->m * t->n, sc = t->n * t->n;
+    long long sc = t->n * t->n;
     if (dt == CR_DT_F64) {
         const double one = 1.0, zero = 0.0;
         return cublasDgemmStridedBatched(h, op1, op2, n, n, k, &one, (const double *)a, lda, sa, (const double *)a,
@@ -200,11 +299,52 @@ cublasStatus_t cr_cublas_ata_batched(cublasHandle_t h, const cr_ata_task *t, cr_
                                      sa, &zero, (float *)c, ldc, sc, batch);
 }
 
+cublasStatus_t cr_cublas_ata_batched(cublasHandle_t h, const cr_ata_task *t, cr_dtype dt, const void *a, void *c,
+                                     int batch)
+{
+    return ata_strided_at(h, t, dt, a, c, batch, t->m * t->n);
+}
+
+/* An AᵀA stack never broadcasts (kernels/backend.h): A has a common stride, one matrix each
+ * product for any stack the server builds; one without is refused, not guessed at. */
+static cudaError_t ata_stack(const cr_cuda_launch *l)
+{
+    const cr_ata_task *at = &l->t->u.ata;
+    const cr_stack *s = &l->t->stack;
+    size_t es = cr_dtype_size(l->t->dtype), a_bytes = (size_t)(at->m * at->n) * es, c_bytes = (size_t)(at->n * at->n) * es;
+    int64_t step;
+    if (!cr_stack_uniform(s, CR_STACK_A, &step))
+        CR_CHECK(l->e, cudaErrorNotSupported);
+    for (int64_t first = 0; first < s->count; first += STACK_CHUNK) {
+        int n = (int)(s->count - first < STACK_CHUNK ? s->count - first : STACK_CHUNK);
+        const char *a = (const char *)l->in[0] + (size_t)(first * step) * a_bytes;
+        char *c = (char *)l->out + (size_t)first * c_bytes;
+        CR_CHECK(l->e, ata_strided_at(l->x->blas, at, l->t->dtype, a, c, n, step * at->m * at->n));
+    }
+cleanup:
+    return l->e->code;
+}
+
 extern "C" int cr_cuda_launch_ata_cublas_gemm(cr_cuda_launch *l)
 {
+    if (l->t->stack.rank > 0)
+        return ata_stack(l);
     CR_CHECK(l->e, cr_cublas_ata_batched(l->x->blas, &l->t->u.ata, l->t->dtype, l->in[0], l->out, 1));
 cleanup:
     return l->e->code;
+}
+
+/* AᵀA through the own batched kernel: C(n×n) = Aᵀ·A, both operands the stored A (B's batch
+ * strides are A's). */
+extern "C" int cr_cuda_launch_ata_batched(cr_cuda_launch *l)
+{
+    const cr_ata_task *at = &l->t->u.ata;
+    cr_gemm_dev g = {at->n, at->n, at->m, !at->trans_a, at->trans_a, 1.0, 0.0, l->in[0], l->in[0], l->out};
+    cr_stack s = l->t->stack;
+    for (int d = 0; d < CR_STACK_DIMS; d++)
+        s.stride[CR_STACK_B][d] = s.stride[CR_STACK_A][d];
+    s.mats[CR_STACK_B] = s.mats[CR_STACK_A];
+    return cr_cuda_gemm_batched(&g, &s, l->t->dtype, l->x->stream);
 }
 
 /* The row-major A (m×n) is the column-major X = Aᵀ (n×m), AᵀA = X·Xᵀ; a stored Aᵀ is the

@@ -23,6 +23,10 @@ int cr_cuda_launch_gemm_dbuf(struct cr_cuda_launch *l);
 uint64_t cr_cuda_scratch_gemm_dbuf(const cr_task *t);
 int cr_cuda_launch_gemm_cublas(struct cr_cuda_launch *l);
 int cr_cuda_launch_gemm_cublas_tf32(struct cr_cuda_launch *l);
+/* cublas and cublas-tf32 on a stack that broadcasts with no common stride: the pointer arrays of
+ * cublasGemmBatchedEx, written on the device (stack_ops.cu); 0 for anything else. */
+uint64_t cr_cuda_scratch_gemm_cublas(const cr_task *t);
+int cr_cuda_launch_gemm_batched(struct cr_cuda_launch *l);
 int cr_cuda_launch_gemm_tc_tf32(struct cr_cuda_launch *l);
 uint64_t cr_cuda_scratch_gemm_tc_tf32(const cr_task *t);
 int cr_cuda_launch_gemm_tc_3xtf32(struct cr_cuda_launch *l);
@@ -35,6 +39,7 @@ int cr_cuda_launch_ata_symtile(struct cr_cuda_launch *l);
 int cr_cuda_launch_ata_dmma(struct cr_cuda_launch *l);
 int cr_cuda_launch_ata_cublas_syrk(struct cr_cuda_launch *l);
 int cr_cuda_launch_ata_cublas_gemm(struct cr_cuda_launch *l);
+int cr_cuda_launch_ata_batched(struct cr_cuda_launch *l);
 uint64_t cr_cuda_scratch_ata_symtile(const cr_task *t);
 
 int cr_cuda_launch_hist_global(struct cr_cuda_launch *l);

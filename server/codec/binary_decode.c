@@ -8,6 +8,7 @@
 #include "kernels/hist_range.h"
 #include "server/codec/copy_streaming.h"
 #include "server/codec/npy.h"
+#include "server/engine/tensors.h"
 #include "server/memory.h"
 
 enum { BUF_A = 0, BUF_B = 1, BUF_C = 2 };
@@ -37,6 +38,8 @@ struct cr_bin_part {
 
 struct cr_bin_request {
     cr_params params;
+    char owner[64];          /* who asks: resident tensors are theirs (server/engine/tensors.h) */
+    struct cr_tensor *tensor[MAX_PARTS]; /* operands named by tensor_a..: held until finish binds them */
     cr_limits lim;
     cr_host_allocator alloc;
     cr_request req;          /* the buffers, owned here until finish moves them out */
@@ -59,6 +62,24 @@ cr_bin_request *cr_bin_new(const cr_params *params, const cr_limits *lim, cr_hos
     return r;
 }
 
+/* The operands the query names (tensor_a, tensor_b, tensor_c, tensor_data), held from now: the parts
+ * that do come are then received to their device. */
+int cr_bin_tensors(cr_bin_request *r, const char *owner, cr_error *err)
+{
+    static const char *const params[2][MAX_PARTS] = {{"tensor_a", "tensor_b", "tensor_c"}, {"tensor_data", "", ""}};
+    snprintf(r->owner, sizeof r->owner, "%s", owner ? owner : "");
+    for (int k = 0; k < MAX_PARTS; k++) {
+        if (!r->params.tensor[k][0])
+            continue;
+        const char *field = params[r->params.op == CR_OP_HISTOGRAM][k];
+        if (!(r->tensor[k] = cr_tensor_acquire(r->owner, r->params.tensor[k], field, err)))
+            return -1;
+        if (cr_tensor_device(r->tensor[k]) >= 0 && r->sink_device < 0)
+            r->sink_device = cr_tensor_device(r->tensor[k]);
+    }
+    return 0;
+}
+
 static void drop_sink(cr_bin_request *r, cr_bin_part *p)
 {
     if (!p->sink)
@@ -77,16 +98,28 @@ void cr_bin_free(cr_bin_request *r)
         free(r->parts[i].hdr);
         drop_sink(r, &r->parts[i]);
     }
+    for (int k = 0; k < MAX_PARTS; k++)
+        cr_tensor_release(r->tensor[k]);
     cr_request_free(&r->req);
     free(r);
 }
 
 const char *cr_bin_body_part_name(cr_op op) { return op == CR_OP_HISTOGRAM ? "data" : "a"; }
 
+static int slot_of(cr_op op, const char *name);
+
+bool cr_bin_names_tensor(const cr_bin_request *r, const char *name)
+{
+    int slot = slot_of(r->params.op, name);
+    return slot >= 0 && r->tensor[slot];
+}
+
 /* ---- parts ---------------------------------------------------------------------------------- */
 
 static int slot_of(cr_op op, const char *name)
 {
+    if (op == CR_OP_COUNT) /* a tensor upload: its one array */
+        return strcmp(name, "a") == 0 || strcmp(name, "data") == 0 ? BUF_A : -1;
     if (op == CR_OP_HISTOGRAM)
         return strcmp(name, "data") == 0 ? BUF_A : -1;
     if (strcmp(name, "a") == 0)
@@ -119,6 +152,11 @@ cr_bin_part *cr_bin_start(cr_bin_request *r, const char *name, cr_error *err)
     }
     if (find_part(r, name)) {
         cr_fail(err, 400, "invalid_field", name, "part %s appears twice", name);
+        return NULL;
+    }
+    if (r->tensor[slot]) {
+        cr_fail(err, 400, "invalid_field", name, "part %s is sent and named as a tensor by the query: one of the two",
+                name);
         return NULL;
     }
     cr_bin_part *p = &r->parts[r->n_parts++];
@@ -194,6 +232,10 @@ static int apply_bf16(cr_bin_request *r, cr_bin_part *p, cr_error *err)
 static int check_part(cr_bin_request *r, const cr_bin_part *p, cr_error *err)
 {
     char shape[96];
+    if (r->params.op == CR_OP_COUNT) /* a tensor: any dtype, any rank up to 8 */
+        return p->h.ndim > CR_RANK_MAX ? cr_fail(err, 400, "invalid_field", p->name, "a tensor has at most %d "
+                                                 "dimensions", CR_RANK_MAX)
+                                       : 0;
     if (r->params.op == CR_OP_HISTOGRAM && p->h.dtype == CR_DT_F16)
         return cr_fail(err, 400, "invalid_field", p->name, "%s: float16 histograms are not supported "
                        "(numpy bins them in float16 arithmetic); send float32 (a.astype(np.float32))", p->name);
@@ -254,6 +296,17 @@ static int sink_device_for(cr_bin_request *r)
 static int open_sink(cr_bin_request *r, cr_bin_part *p, cr_error *err)
 {
     const cr_backend *b = r->alloc.sink;
+    if (r->params.op == CR_OP_COUNT && !p->scatter && b && b->sink_open && r->alloc.devices > 0) { /* a tensor */
+        size_t staging = 0;
+        cr_sink *s = b->sink_open((size_t)p->h.data_bytes, sink_device_for(r), &staging);
+        if (s && cr_mem_charge(CR_MEM_DECODE, staging, p->name, err) != 0) {
+            b->sink_free(s);
+            return -1;
+        }
+        p->sink = s;
+        p->staging = s ? staging : 0;
+        return 0;
+    }
     if (!b || !b->sink_open || r->alloc.devices < 1 || r->params.op == CR_OP_HISTOGRAM || p->scatter ||
         r->params.kernel.mode == CR_KERNEL_ALL)
         return 0;
@@ -327,10 +380,39 @@ static int header_parsed(cr_bin_request *r, cr_bin_part *p, cr_error *err)
         return -1;
     /* a 2-D a or b in Fortran order is read as its transpose (finish_gemm flips the flag) */
     p->scatter = p->h.fortran_order && r->params.op != CR_OP_HISTOGRAM &&
-                 (p->h.ndim > 2 || (p->h.ndim == 2 && strcmp(p->name, "c") == 0));
+                 (p->h.ndim > 2 || (p->h.ndim == 2 && (strcmp(p->name, "c") == 0 || r->params.op == CR_OP_COUNT)));
     if (open_sink(r, p, err) != 0)
         return -1;
     return p->sink || alloc_array(r, p, p->h.data_bytes, err) ? 0 : -1;
+}
+
+/* A tensor upload's raw bytes are ?shape= of ?dtype= (default: that many uint8). */
+static int raw_shape(cr_bin_request *r, cr_bin_part *p, uint64_t bytes, cr_error *err)
+{
+    const cr_params *q = &r->params;
+    p->h.dtype = q->tensor_upload ? q->raw_dtype : CR_DT_U8;
+    size_t es = cr_dtype_size(p->h.dtype);
+    if (!q->has_shape) {
+        if (bytes % es)
+            return cr_fail(err, 400, "invalid_field", "Content-Length", "%llu bytes are not whole %s elements",
+                           (unsigned long long)bytes, cr_dtype_name(p->h.dtype));
+        p->h.ndim = 1;
+        p->h.shape[0] = (int64_t)(bytes / es);
+    } else {
+        p->h.ndim = q->shape_rank;
+        uint64_t count = 1;
+        for (int d = 0; d < q->shape_rank; d++) {
+            p->h.shape[d] = q->shape[d];
+            if (__builtin_mul_overflow(count, (uint64_t)q->shape[d], &count))
+                count = UINT64_MAX;
+        }
+        if (count == UINT64_MAX || count * es != bytes)
+            return cr_fail(err, 400, "invalid_field", "shape", "shape and dtype make %llu elements of %zu bytes, the "
+                           "body has %llu bytes", (unsigned long long)count, es, (unsigned long long)bytes);
+    }
+    p->h.count = bytes / es;
+    p->h.data_bytes = bytes;
+    return 0;
 }
 
 cr_bin_part *cr_bin_start_raw(cr_bin_request *r, uint64_t bytes, cr_error *err)
@@ -339,11 +421,7 @@ cr_bin_part *cr_bin_start_raw(cr_bin_request *r, uint64_t bytes, cr_error *err)
     if (!p)
         return NULL;
     p->raw = true;
-    p->h.dtype = CR_DT_U8;
-    p->h.ndim = 1;
-    p->h.shape[0] = (int64_t)bytes;
-    p->h.count = p->h.data_bytes = bytes;
-    return header_parsed(r, p, err) ? NULL : p;
+    return raw_shape(r, p, bytes, err) || header_parsed(r, p, err) ? NULL : p;
 }
 
 /* Gathers header bytes until the parser can decide; returns how many of data it took. */
@@ -509,14 +587,6 @@ static int check_complete(const cr_bin_part *p, cr_error *err)
     return 0;
 }
 
-static const cr_bin_part *required_part(cr_bin_request *r, const char *name, cr_error *err)
-{
-    const cr_bin_part *p = find_part(r, name);
-    if (!p)
-        cr_fail(err, 400, "missing_field", name, "part %s is required", name);
-    return p;
-}
-
 /* Output elements and bytes against the limits, as the JSON decoder checks them. */
 static int check_output(cr_bin_request *r, uint64_t elems, size_t es, const char *field, cr_error *err)
 {
@@ -532,31 +602,82 @@ static int check_output(cr_bin_request *r, uint64_t elems, size_t es, const char
     return 0;
 }
 
-/* The shape numpy.matmul sees: a 2-D part in Fortran order is the C-ordered transpose (the task's
- * flag is flipped instead of moving data); a scattered one is in C order by now. */
-static cr_shape as_received(const cr_bin_part *p, bool *flip)
+/* An operand as the task takes it: a part (a 2-D one in Fortran order is the C-ordered transpose:
+ * the task's flag is flipped instead of moving data; a scattered one is in C order by now), or a
+ * resident tensor the query named. */
+typedef struct {
+    bool present;
+    cr_shape shape;
+    bool flip;
+    cr_dtype dt;
+    void *data;
+    int64_t count;
+} operand;
+
+static int operand_of(cr_bin_request *r, int slot, const char *name, bool required, operand *o, cr_error *err)
 {
-    cr_shape s = part_shape(p);
-    *flip = p->h.fortran_order && p->h.ndim == 2 && !p->scatter;
-    if (*flip) {
-        s.dims[0] = p->h.shape[1];
-        s.dims[1] = p->h.shape[0];
+    memset(o, 0, sizeof *o);
+    const cr_bin_part *p = find_part(r, name);
+    struct cr_tensor *t = r->tensor[slot];
+    if (t) {
+        *o = (operand){true, *cr_tensor_shape(t), false, cr_tensor_dtype(t), cr_tensor_data(t),
+                       (int64_t)cr_shape_count(cr_tensor_shape(t))};
+        return 0;
     }
-    return s;
+    if (!p)
+        return required ? cr_fail(err, 400, "missing_field", name, "part %s is required (or a tensor_%s)", name, name)
+                        : 0;
+    o->present = true;
+    o->shape = part_shape(p);
+    o->flip = p->h.fortran_order && p->h.ndim == 2 && !p->scatter;
+    if (o->flip) {
+        o->shape.dims[0] = p->h.shape[1];
+        o->shape.dims[1] = p->h.shape[0];
+    }
+    o->dt = p->h.dtype;
+    o->data = p->data;
+    o->count = (int64_t)p->h.count;
+    return 0;
+}
+
+/* One dtype for all operands (parts check each other as they arrive; tensors are checked here). */
+static int same_dtype(const operand *ops, const char *const *names, int n, cr_error *err)
+{
+    for (int i = 1; i < n; i++)
+        if (ops[i].present && ops[i].dt != ops[0].dt)
+            return cr_fail(err, 400, "invalid_field", names[i], "%s is %s but a is %s: one dtype for all matrices",
+                           names[i], cr_dtype_name(ops[i].dt), cr_dtype_name(ops[0].dt));
+    return 0;
+}
+
+/* The held tensors become the request's slots (their holds move with them). */
+static int bind_tensors(cr_bin_request *r, cr_error *err)
+{
+    for (int k = 0; k < MAX_PARTS; k++) {
+        if (!r->tensor[k])
+            continue;
+        struct cr_tensor *t = r->tensor[k];
+        r->tensor[k] = NULL;
+        if (cr_request_bind_tensor(&r->req, k, t, err))
+            return -1;
+    }
+    return 0;
 }
 
 /* c broadcast within its matrices, expanded into whole ones in slot C (host memory only). */
-static int expand_c(cr_bin_request *r, const cr_bin_part *c, const cr_shape *c_full, cr_error *err)
+static int expand_c(cr_bin_request *r, const operand *c, const cr_shape *c_full, cr_error *err)
 {
-    if (r->req.buf_on_device[BUF_C])
-        return cr_fail(err, 400, "invalid_field", "c", "c broadcasts within its matrices and was received to a device: "
+    if (r->req.buf_on_device[BUF_C] || (r->tensor[BUF_C] && cr_tensor_device(r->tensor[BUF_C]) >= 0))
+        return cr_fail(err, 400, "invalid_field", "c", "c broadcasts within its matrices and lies in device memory: "
                        "send it whole (shape %lld x %lld)", (long long)r->req.task.u.gemm.m,
                        (long long)r->req.task.u.gemm.n);
-    size_t es = cr_dtype_size(c->h.dtype), n = (size_t)c->h.count;
+    size_t es = cr_dtype_size(c->dt), n = (size_t)c->count;
     void *copy = malloc(n * es + 1);
     if (!copy)
         return cr_fail(err, 503, "host_memory", "c", "out of memory");
     memcpy(copy, c->data, n * es);
+    cr_tensor_release(r->tensor[BUF_C]); /* its bytes are copied: the expanded c is the request's own */
+    r->tensor[BUF_C] = NULL;
     cr_shape e = cr_expanded_c_shape(c_full, &r->req.task);
     void *p = cr_request_alloc_from(&r->req, BUF_C, (size_t)cr_shape_count(&e) * es, false, r->alloc.alloc,
                                     r->alloc.free, err);
@@ -569,66 +690,73 @@ static int expand_c(cr_bin_request *r, const cr_bin_part *c, const cr_shape *c_f
 
 static int finish_gemm(cr_bin_request *r, cr_error *err)
 {
-    const cr_bin_part *a, *b, *c;
+    static const char *const names[3] = {"a", "b", "c"};
     cr_gemm_task *g = &r->req.task.u.gemm;
     const cr_params *q = &r->params;
-    if (!(a = required_part(r, "a", err)) || !(b = required_part(r, "b", err)))
+    operand o[3];
+    if (operand_of(r, BUF_A, "a", true, &o[0], err) || operand_of(r, BUF_B, "b", true, &o[1], err) ||
+        operand_of(r, BUF_C, "c", false, &o[2], err) || same_dtype(o, names, 3, err))
         return -1;
-    c = find_part(r, "c");
-    bool fa, fb, fc, c_expand;
-    cr_shape sa = as_received(a, &fa), sb = as_received(b, &fb), sc = c ? as_received(c, &fc) : (cr_shape){0};
+    bool c_expand;
     cr_shape c_full;
     /* trans and Fortran order cancel on a 2-D operand: the task's flag says how its bytes lie */
-    if (cr_matmul_plan(&sa, &sb, c ? &sc : NULL, q->trans_a != fa, q->trans_b != fb, &r->req.task,
-                       &r->req.out_shape, &c_full, &c_expand, err))
+    if (cr_matmul_plan(&o[0].shape, &o[1].shape, o[2].present ? &o[2].shape : NULL, q->trans_a != o[0].flip,
+                       q->trans_b != o[1].flip, &r->req.task, &r->req.out_shape, &c_full, &c_expand, err))
         return -1;
     r->req.shaped = true;
-    if (check_output(r, cr_shape_count(&r->req.out_shape), cr_dtype_size(a->h.dtype), "b", err))
+    if (check_output(r, cr_shape_count(&r->req.out_shape), cr_dtype_size(o[0].dt), "b", err))
         return -1;
-    r->req.task.dtype = a->h.dtype;
-    if (q->tf32_asked && a->h.dtype != CR_DT_F32)
+    r->req.task.dtype = o[0].dt;
+    if (q->tf32_asked && o[0].dt != CR_DT_F32)
         return cr_fail(err, 400, "unsupported", "precision",
-                       "precision tf32 needs float32 matrices, not %s", cr_dtype_name(a->h.dtype));
+                       "precision tf32 needs float32 matrices, not %s", cr_dtype_name(o[0].dt));
     r->req.task.precision = q->tf32_asked ? CR_PREC_TF32 : CR_PREC_DEFAULT;
     g->alpha = q->alpha;
     g->beta = q->beta;
-    g->a = a->data;
-    g->b = b->data;
-    g->c_in = c ? c->data : NULL;
-    return c && c_expand ? expand_c(r, c, &c_full, err) : 0;
+    g->a = o[0].data;
+    g->b = o[1].data;
+    g->c_in = o[2].present ? o[2].data : NULL;
+    if (o[2].present && c_expand && expand_c(r, &o[2], &c_full, err))
+        return -1;
+    return bind_tensors(r, err);
 }
 
 static int finish_ata(cr_bin_request *r, cr_error *err)
 {
-    const cr_bin_part *a = required_part(r, "a", err);
     cr_ata_task *t = &r->req.task.u.ata;
-    if (!a)
+    operand a;
+    if (operand_of(r, BUF_A, "a", true, &a, err) || cr_ata_plan(&a.shape, a.flip, &r->req.task, &r->req.out_shape, err))
         return -1;
-    bool flip;
-    cr_shape s = as_received(a, &flip);
-    if (cr_ata_plan(&s, flip, &r->req.task, &r->req.out_shape, err))
-        return -1;
+    if (a.dt != CR_DT_F32 && a.dt != CR_DT_F64)
+        return cr_fail(err, 400, "invalid_field", "a", "a must be float32 or float64, got %s", cr_dtype_name(a.dt));
     r->req.shaped = true;
-    t->a = a->data;
-    r->req.task.dtype = a->h.dtype;
-    return check_output(r, cr_shape_count(&r->req.out_shape), cr_dtype_size(a->h.dtype), "a", err);
+    t->a = a.data;
+    r->req.task.dtype = a.dt;
+    return check_output(r, cr_shape_count(&r->req.out_shape), cr_dtype_size(a.dt), "a", err) || bind_tensors(r, err)
+               ? -1
+               : 0;
 }
 
 /* numpy.histogram's defaults, except uint8: 256 bins, one per byte value (as the JSON form). */
 static int finish_histogram(cr_bin_request *r, cr_error *err)
 {
-    const cr_bin_part *d = required_part(r, "data", err);
     cr_hist_task *h = &r->req.task.u.hist;
     const cr_params *q = &r->params;
-    if (!d)
+    operand d;
+    if (operand_of(r, BUF_A, "data", true, &d, err))
         return -1;
-    cr_dtype dt = d->h.dtype;
+    cr_dtype dt = d.dt;
     r->req.task.dtype = dt;
     r->req.is_float_hist = dt != CR_DT_U8; /* edges in the answer, as numpy gives them */
-    h->data = d->data;
-    h->count = (int64_t)d->h.count;
+    h->data = d.data;
+    h->count = d.count;
     h->bins = q->bins ? q->bins : dt == CR_DT_U8 ? 256 : 10;
     if (check_output(r, (uint64_t)h->bins, sizeof(uint64_t), "bins", err))
+        return -1;
+    if (r->tensor[BUF_A] && cr_tensor_device(r->tensor[BUF_A]) >= 0 && r->req.is_float_hist)
+        return cr_fail(err, 400, "unsupported", "tensor_data", "float histogram data in device memory is not "
+                       "supported (its NaN and range checks run on the host): send it in the body");
+    if (bind_tensors(r, err))
         return -1;
     if (!q->has_range && dt == CR_DT_U8) { /* the byte domain: bin i holds byte value i */
         h->lo = 0.0;
@@ -652,6 +780,20 @@ static int finish_histogram(cr_bin_request *r, cr_error *err)
     cr_hist_range_explain(st, h->lo, h->hi, why, sizeof why);
     return q->has_range ? cr_fail(err, 400, "invalid_parameter", "range", "%s", why)
                         : cr_fail(err, 400, "invalid_field", "data", "no default range: %s", why);
+}
+
+int cr_bin_finish_array(cr_bin_request *r, cr_request *out, cr_shape *shape, cr_dtype *dt, cr_error *err)
+{
+    const cr_bin_part *p = r->n_parts ? &r->parts[0] : NULL;
+    if (!p)
+        return cr_fail(err, 400, "missing_field", "body", "the body holds no array");
+    if (check_complete(p, err))
+        return -1;
+    *shape = part_shape(p); /* C order: a Fortran-ordered array was scattered into it */
+    *dt = p->h.dtype;
+    *out = r->req;
+    memset(&r->req, 0, sizeof r->req);
+    return 0;
 }
 
 int cr_bin_finish(cr_bin_request *r, cr_request *out, cr_error *err)

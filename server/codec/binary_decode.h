@@ -34,6 +34,8 @@ void cr_bin_free(cr_bin_request *r);
 
 /* The body's single part: "a" for ata, "data" for histogram. */
 const char *cr_bin_body_part_name(cr_op op);
+/* Whether the query names a resident tensor for part `name` (?tensor_a=...). */
+bool cr_bin_names_tensor(const cr_bin_request *r, const char *name);
 
 /* Starts the part `name` ("a", "b", "c", "data"); unknown or repeated names are refused. */
 cr_bin_part *cr_bin_start(cr_bin_request *r, const char *name, cr_error *err);
@@ -54,6 +56,11 @@ size_t cr_bin_buffered_need(const cr_bin_part *p);
 int cr_bin_spanned(cr_bin_request *r, cr_bin_part *p, size_t n, cr_error *err);
 /* Bytes of the parts received straight to a device so far (cr_host_allocator.sink). */
 uint64_t cr_bin_device_bytes(const cr_bin_request *r);
+/* The query's resident tensor operands (tensor_a, ...), owner's, held from now (404 for an unknown
+ * one); the parts that do come are received to their device. */
+int cr_bin_tensors(cr_bin_request *r, const char *owner, cr_error *err);
+/* A tensor upload's one array (cr_params_init_tensor): complete, moved into out's slot A. */
+int cr_bin_finish_array(cr_bin_request *r, cr_request *out, cr_shape *shape, cr_dtype *dt, cr_error *err);
 /* Every part complete and conforming: moves the arrays into out (a request the engine can run;
  * out's bufs are freed by cr_request_free with the allocator that made them). */
 int cr_bin_finish(cr_bin_request *r, cr_request *out, cr_error *err);

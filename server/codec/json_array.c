@@ -27,7 +27,7 @@ static int check_count(cr_jarray *a, const cr_limits *lim, cr_error *err)
 static int read_shape(const cr_jfast *fast, const cJSON *shape, const char *name, cr_shape *out, cr_error *err)
 {
     char field[64];
-    snprintf(field, sizeof field, "%s.shape", name);
+    snprintf(field, sizeof field, "%s%sshape", name, name[0] ? "." : ""); /* "" names the fields themselves */
     int64_t n = cJSON_IsArray(shape) ? cr_jfast_size(fast, shape) : -1; /* a long list is a span */
     if (n < 0 || n > CR_RANK_MAX)
         return cr_fail(err, 400, "invalid_field", field, "%s must be a list of 0 to %d dimensions", field,
@@ -57,8 +57,18 @@ static int measure_shaped(const cr_jfast *fast, const cJSON *obj, const char *na
             return cr_fail(err, 400, "invalid_field", field, "unknown field \"%s\" in %s (expected shape, data)",
                            f->string, name);
         }
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(obj, "shape"), *data = cJSON_GetObjectItemCaseSensitive(obj, "data");
-    snprintf(field, sizeof field, "%s.data", name);
+    return cr_jarray_measure_shaped(fast, cJSON_GetObjectItemCaseSensitive(obj, "shape"),
+                                    cJSON_GetObjectItemCaseSensitive(obj, "data"), name, lim, a, err);
+}
+
+int cr_jarray_measure_shaped(const cr_jfast *fast, const cJSON *shape, const cJSON *data, const char *name,
+                             const cr_limits *lim, cr_jarray *a, cr_error *err)
+{
+    char field[64];
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->fast = fast;
+    snprintf(field, sizeof field, "%s%sdata", name, name[0] ? "." : "");
     if (!data)
         return cr_fail(err, 400, "missing_field", field, "%s is required", field);
     if (read_shape(fast, shape, name, &a->shape, err) || check_count(a, lim, err))
@@ -247,7 +257,7 @@ int cr_jarray_fill(const cr_jarray *a, cr_dtype dt, void *dst, cr_error *err)
     case CR_JA_MATRIX:
         return cr_jmatrix_fill(&a->m, dt, dst, err);
     case CR_JA_FLAT:
-        snprintf(path, sizeof path, "%s%s", a->name, a->in_data ? ".data" : "");
+        snprintf(path, sizeof path, "%s%s", a->name, !a->in_data ? "" : a->name[0] ? ".data" : "data");
         return cr_jlist_fill_in(a->fast, a->data, path, (int64_t)cr_shape_count(&a->shape), dt, dst, err);
     default:
         snprintf(path, sizeof path, "%s", a->name);

@@ -27,6 +27,9 @@ typedef struct {
 /* Reads node's form and shape; its elements against lim->max_elements (413 naming name). */
 int cr_jarray_measure(const cr_jfast *fast, const cJSON *node, const char *name, const cr_limits *lim,
                       cr_jarray *out, cr_error *err);
+/* The same from a shape node and a data node (the fields of a larger object: POST /v1/tensors). */
+int cr_jarray_measure_shaped(const cr_jfast *fast, const cJSON *shape, const cJSON *data, const char *name,
+                             const cr_limits *lim, cr_jarray *out, cr_error *err);
 /* Every element into dst (as many as the shape's count, of dt), row-major. */
 int cr_jarray_fill(const cr_jarray *a, cr_dtype dt, void *dst, cr_error *err);
 

@@ -17,6 +17,7 @@
 #include "server/codec/json_array.h"
 #include "server/codec/json_matrix.h"
 #include "server/codec/json_shm.h"
+#include "server/engine/tensors.h"
 
 /* ---- body and top level ---------------------------------------------------------------- */
 
@@ -261,20 +262,52 @@ static int add_bytes(uint64_t *total, uint64_t elements, size_t elem_size, const
     return 0;
 }
 
-/* A matrix operand (or a stack of them, or a vector): JSON numbers in any array form, or a shape
- * in a shared-memory region. */
+/* A matrix operand (or a stack of them, or a vector): JSON numbers in any array form, a shape
+ * in a shared-memory region, or a resident tensor ({"tensor": "ID"}: held from here). */
 typedef struct {
     bool in_shm;
     cr_jarray j;
     cr_jshm_operand s;
+    cr_tensor *t;
     cr_shape shape;
 } operand;
+
+/* Who asks (resident tensors are theirs), for the decode of one request. */
+static __thread const char *asker = "";
+
+static bool is_tensor_ref(const cJSON *node)
+{
+    return cJSON_IsObject(node) && cJSON_GetObjectItemCaseSensitive(node, "tensor") != NULL;
+}
+
+static int measure_tensor(const cJSON *node, const char *name, operand *o, cr_error *err)
+{
+    char field[64];
+    snprintf(field, sizeof field, "%s.tensor", name);
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(node, "tensor");
+    if (!cJSON_IsString(ref) || cJSON_GetArraySize(node) != 1)
+        return cr_fail(err, 400, "invalid_field", field, "%s must be {\"tensor\": \"ID or name\"} and nothing else", name);
+    if (!(o->t = cr_tensor_acquire(asker, ref->valuestring, field, err)))
+        return -1;
+    o->shape = *cr_tensor_shape(o->t);
+    return 0;
+}
+
+static void operand_free(operand *o)
+{
+    cr_tensor_release(o->t);
+    o->t = NULL;
+}
 
 static int measure_operand(const cr_jfast *fast, const cJSON *node, const char *name, const cr_limits *lim,
                            bool any_rank, operand *o, cr_error *err)
 {
     o->in_shm = cr_jshm_is_operand(node);
-    if (o->in_shm) {
+    o->t = NULL;
+    if (is_tensor_ref(node)) {
+        if (measure_tensor(node, name, o, err))
+            return -1;
+    } else if (o->in_shm) {
         if (cr_jshm_measure(node, name, CR_JSHM_MATRIX, lim, &o->s, err))
             return -1;
         o->shape.rank = o->s.rank;
@@ -288,8 +321,20 @@ static int measure_operand(const cr_jfast *fast, const cJSON *node, const char *
     return any_rank && o->shape.rank == 0 ? 0 : cr_shape_check(&o->shape, name, lim->max_stack, err);
 }
 
-static void *fill_operand(cr_request *r, int slot, const operand *o, cr_dtype dt, const char *name, cr_error *err)
+static void *fill_operand(cr_request *r, int slot, operand *o, cr_dtype dt, const char *name, cr_error *err)
 {
+    if (o->t) {
+        char field[64];
+        snprintf(field, sizeof field, "%s.tensor", name);
+        cr_tensor *t = o->t;
+        if (cr_tensor_dtype(t) != dt) {
+            cr_fail(err, 400, "invalid_field", field, "%s names a %s tensor; the request is %s (one dtype for all "
+                    "operands)", field, cr_dtype_name(cr_tensor_dtype(t)), cr_dtype_name(dt));
+            return NULL;
+        }
+        o->t = NULL; /* the slot's from here */
+        return cr_request_bind_tensor(r, slot, t, err) ? NULL : cr_tensor_data(t);
+    }
     if (o->in_shm)
         return cr_jshm_bind(r, slot, &o->s, dt, name, err);
     void *p = cr_request_alloc_buf(r, slot, (size_t)cr_shape_count(&o->shape) * cr_dtype_size(dt), false, err);
@@ -300,8 +345,13 @@ static void *fill_operand(cr_request *r, int slot, const operand *o, cr_dtype dt
 
 /* c broadcast within its matrices (a row, a column, a scalar): its elements, then whole matrices
  * made of them in slot C (the task takes whole matrices; numpy's broadcast rules, shape.h). */
-static void *fill_expanded_c(cr_request *r, const operand *o, const cr_shape *c_full, cr_dtype dt, cr_error *err)
+static void *fill_expanded_c(cr_request *r, operand *o, const cr_shape *c_full, cr_dtype dt, cr_error *err)
 {
+    if (o->t && cr_tensor_device(o->t) >= 0) {
+        cr_fail(err, 400, "invalid_field", "c", "c broadcasts within its matrices and lies in device memory: make it "
+                "whole (the result's shape) or send it");
+        return NULL;
+    }
     size_t es = cr_dtype_size(dt), n = (size_t)cr_shape_count(&o->shape);
     void *own = fill_operand(r, CR_BUF_C, o, dt, "c", err);
     void *copy = own ? malloc(n * es + 1) : NULL; /* slot C is about to be replaced */
@@ -340,13 +390,25 @@ static int check_sizes(const cr_request *r, const operand *const *ops, const cha
     return add_bytes(&total, out, es, lim, last, err);
 }
 
+/* The dtype of the tensor a {"tensor": ref} names, if it is one of the asker's. */
+static const char *tensor_dtype_name(const cJSON *node)
+{
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(node, "tensor");
+    cr_error ignored;
+    cr_tensor *t = cJSON_IsString(ref) ? cr_tensor_acquire(asker, ref->valuestring, "", &ignored) : NULL;
+    const char *name = t ? cr_dtype_name(cr_tensor_dtype(t)) : NULL;
+    cr_tensor_release(t);
+    return name;
+}
+
 /* Without a top-level "dtype", the one the first operand in shared memory names (if it is one of
  * allowed): bytes in a region have a type, numbers in JSON do not. */
 static cr_dtype operand_dtype(const cJSON *root, const char *const *names, const cr_dtype *allowed, size_t n_allowed,
                               cr_dtype dflt)
 {
     for (int i = 0; names[i]; i++) {
-        const char *dt = cr_jshm_dtype_of(cJSON_GetObjectItemCaseSensitive(root, names[i]));
+        const cJSON *node = cJSON_GetObjectItemCaseSensitive(root, names[i]);
+        const char *dt = is_tensor_ref(node) ? tensor_dtype_name(node) : cr_jshm_dtype_of(node);
         for (size_t k = 0; dt && k < n_allowed; k++)
             if (strcmp(dt, cr_dtype_name(allowed[k])) == 0)
                 return allowed[k];
@@ -389,15 +451,15 @@ static int get_precision(const cJSON *root, cr_dtype dt, cr_precision *out, cr_e
 
 /* ---- ops ---------------------------------------------------------------------------------- */
 
-static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
-                       cr_request *r, cr_error *err)
+static int gemm_body(const cJSON *root, const cr_limits *lim, const cr_jfast *fast, cr_request *r, operand *ops,
+                     cr_error *err)
 {
     static const char *const fields[] = {"op", "a", "b", "c", "dtype", "precision", "kernel",
                                          "alpha", "beta", "trans_a", "trans_b", "timeout_ms",
                                          "output", NULL};
     static const char *const operands[] = {"a", "b", "c", NULL};
     cr_gemm_task *g = &r->task.u.gemm;
-    operand oa, ob, oc;
+    operand *oa = &ops[0], *ob = &ops[1], *oc = &ops[2];
     const cJSON *a, *b, *c;
     bool trans_a, trans_b, c_expand;
     cr_dtype dflt = operand_dtype(root, operands, gemm_dtypes, 4, CR_DT_F32);
@@ -412,49 +474,69 @@ static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *
         return -1;
     c = cJSON_GetObjectItemCaseSensitive(root, "c");
     cr_shape c_full;
-    if (measure_operand(fast, a, "a", lim, false, &oa, err) || measure_operand(fast, b, "b", lim, false, &ob, err) ||
-        (c && measure_operand(fast, c, "c", lim, true, &oc, err)) ||
-        cr_matmul_plan(&oa.shape, &ob.shape, c ? &oc.shape : NULL, trans_a, trans_b, &r->task, &r->out_shape,
+    if (measure_operand(fast, a, "a", lim, false, oa, err) || measure_operand(fast, b, "b", lim, false, ob, err) ||
+        (c && measure_operand(fast, c, "c", lim, true, oc, err)) ||
+        cr_matmul_plan(&oa->shape, &ob->shape, c ? &oc->shape : NULL, trans_a, trans_b, &r->task, &r->out_shape,
                        &c_full, &c_expand, err))
         return -1;
     r->shaped = true;
-    const operand *ops[3] = {&oa, &ob, c ? &oc : NULL};
+    const operand *sized[3] = {oa, ob, c ? oc : NULL};
     static const char *const names[3] = {"a", "b", "c"};
     cr_shape expanded = c && c_expand ? cr_expanded_c_shape(&c_full, &r->task) : (cr_shape){0};
-    if (check_sizes(r, ops, names, 3, c && c_expand ? &expanded : NULL, lim, err))
+    if (check_sizes(r, sized, names, 3, c && c_expand ? &expanded : NULL, lim, err))
         return -1;
-    if (!(g->a = fill_operand(r, CR_BUF_A, &oa, r->task.dtype, "a", err)) ||
-        !(g->b = fill_operand(r, CR_BUF_B, &ob, r->task.dtype, "b", err)))
+    if (!(g->a = fill_operand(r, CR_BUF_A, oa, r->task.dtype, "a", err)) ||
+        !(g->b = fill_operand(r, CR_BUF_B, ob, r->task.dtype, "b", err)))
         return -1;
-    if (c && !(g->c_in = c_expand ? fill_expanded_c(r, &oc, &c_full, r->task.dtype, err)
-                                  : fill_operand(r, CR_BUF_C, &oc, r->task.dtype, "c", err)))
+    if (c && !(g->c_in = c_expand ? fill_expanded_c(r, oc, &c_full, r->task.dtype, err)
+                                  : fill_operand(r, CR_BUF_C, oc, r->task.dtype, "c", err)))
         return -1;
     return 0;
 }
 
-static int decode_ata(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
-                      cr_request *r, cr_error *err)
+/* Every operand a failed decode still holds lets go of its tensor. */
+static int release_operands(int rc, operand *ops, int n)
+{
+    for (int i = 0; i < n; i++)
+        operand_free(&ops[i]);
+    return rc;
+}
+
+static int decode_gemm(const cJSON *root, const cr_limits *lim, const cr_jfast *fast, cr_request *r, cr_error *err)
+{
+    operand ops[3] = {{0}};
+    return release_operands(gemm_body(root, lim, fast, r, ops, err), ops, 3);
+}
+
+static int ata_body(const cJSON *root, const cr_limits *lim, const cr_jfast *fast, cr_request *r, operand *op,
+                    cr_error *err)
 {
     static const char *const fields[] = {"op", "a", "dtype", "kernel", "timeout_ms", "output", NULL};
     static const char *const operands[] = {"a", NULL};
     cr_ata_task *t = &r->task.u.ata;
-    operand oa;
+    operand *oa = op;
     const cJSON *a;
     cr_dtype dflt = operand_dtype(root, operands, matrix_dtypes, 2, CR_DT_F32);
     if (check_fields(root, fields, err) || get_common(root, r, err) ||
         get_dtype(root, matrix_dtypes, 2, dflt, &r->task.dtype, err))
         return -1;
-    if (!(a = required(root, "a", err)) || measure_operand(fast, a, "a", lim, false, &oa, err) ||
-        cr_ata_plan(&oa.shape, false, &r->task, &r->out_shape, err))
+    if (!(a = required(root, "a", err)) || measure_operand(fast, a, "a", lim, false, oa, err) ||
+        cr_ata_plan(&oa->shape, false, &r->task, &r->out_shape, err))
         return -1;
     r->shaped = true;
-    const operand *ops[1] = {&oa};
+    const operand *sized[1] = {oa};
     static const char *const names[1] = {"a"};
-    if (check_sizes(r, ops, names, 1, NULL, lim, err))
+    if (check_sizes(r, sized, names, 1, NULL, lim, err))
         return -1;
-    if (!(t->a = fill_operand(r, CR_BUF_A, &oa, r->task.dtype, "a", err)))
+    if (!(t->a = fill_operand(r, CR_BUF_A, oa, r->task.dtype, "a", err)))
         return -1;
     return 0;
+}
+
+static int decode_ata(const cJSON *root, const cr_limits *lim, const cr_jfast *fast, cr_request *r, cr_error *err)
+{
+    operand op = {0};
+    return release_operands(ata_body(root, lim, fast, r, &op, err), &op, 1);
 }
 
 /* "range": [lo, hi], finite, lo <= hi (equal ends widened as numpy does). */
@@ -488,6 +570,54 @@ static int get_range(const cJSON *root, cr_dtype dt, bool *present, double *lo, 
     return cr_fail(err, 400, "invalid_field", "range", "%s", why);
 }
 
+/* Checks that depend on the data: NaN with a range, the range of the data without one. */
+static int histogram_range(cr_request *r, bool has_range, bool in_memory_of_client, cr_error *err)
+{
+    cr_hist_task *h = &r->task.u.hist;
+    int64_t nan_at = in_memory_of_client && r->is_float_hist && has_range ? cr_hist_first_nan(h->data, h->count, r->task.dtype)
+                                                                          : -1;
+    if (nan_at >= 0)
+        return cr_fail(err, 400, "non_finite", "data",
+                       "data holds NaN (element %lld): a histogram has no bin for it", (long long)nan_at);
+    cr_range_status st = r->is_float_hist && !has_range
+                             ? cr_hist_range_of_data(h->data, h->count, r->task.dtype, &h->lo, &h->hi)
+                             : CR_RANGE_OK;
+    if (st == CR_RANGE_OK)
+        return 0;
+    char why[160];
+    cr_hist_range_explain(st, h->lo, h->hi, why, sizeof why);
+    return cr_fail(err, 400, "invalid_field", "data", "no default range: %s", why);
+}
+
+/* data: {"tensor": ref}: a resident tensor's elements, flattened, in its own dtype. */
+static int histogram_of_tensor(const cJSON *data, const cr_limits *lim, bool has_range, cr_request *r, cr_error *err)
+{
+    operand o = {0};
+    cr_hist_task *h = &r->task.u.hist;
+    if (measure_tensor(data, "data", &o, err))
+        return -1;
+    cr_tensor *t = o.t;
+    cr_dtype dt = cr_tensor_dtype(t);
+    if (dt != r->task.dtype) {
+        cr_tensor_release(t);
+        return cr_fail(err, 400, "invalid_field", "data.tensor", "data.tensor is %s; the request is %s",
+                       cr_dtype_name(dt), cr_dtype_name(r->task.dtype));
+    }
+    if (r->is_float_hist && cr_tensor_device(t) >= 0) {
+        cr_tensor_release(t);
+        return cr_fail(err, 400, "unsupported", "data.tensor", "float histogram data in device memory is not supported "
+                       "(its NaN and range checks run on the host)");
+    }
+    uint64_t total = 0;
+    h->count = (int64_t)cr_shape_count(cr_tensor_shape(t));
+    if (add_bytes(&total, (uint64_t)h->bins, sizeof(uint64_t), lim, "bins", err)) {
+        cr_tensor_release(t);
+        return -1;
+    }
+    h->data = cr_tensor_data(t);
+    return cr_request_bind_tensor(r, CR_BUF_A, t, err) || histogram_range(r, has_range, true, err) ? -1 : 0;
+}
+
 static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jfast *fast,
                             cr_request *r, cr_error *err)
 {
@@ -513,6 +643,8 @@ static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jf
     }
     if (!(data = required(root, "data", err)))
         return -1;
+    if (is_tensor_ref(data))
+        return histogram_of_tensor(data, lim, has_range, r, err);
     cr_jshm_operand sd;
     bool in_shm = cr_jshm_is_operand(data);
     int64_t count = in_shm ? (cr_jshm_measure(data, "data", 0, lim, &sd, err) ? -1 : (int64_t)sd.count)
@@ -535,19 +667,32 @@ static int decode_histogram(const cJSON *root, const cr_limits *lim, const cr_jf
     h->data = p;
     h->count = count;
     /* JSON has no NaN, bytes do: a histogram has no bin for it (without a range, the range of the
-     * data refuses it below) */
-    int64_t nan_at = in_shm && r->is_float_hist && has_range ? cr_hist_first_nan(p, count, r->task.dtype) : -1;
-    if (nan_at >= 0)
-        return cr_fail(err, 400, "non_finite", "data",
-                       "data holds NaN (element %lld): a histogram has no bin for it", (long long)nan_at);
-    cr_range_status st = r->is_float_hist && !has_range
-                             ? cr_hist_range_of_data(p, count, r->task.dtype, &h->lo, &h->hi)
-                             : CR_RANGE_OK;
-    if (st == CR_RANGE_OK)
-        return 0;
-    char why[160];
-    cr_hist_range_explain(st, h->lo, h->hi, why, sizeof why);
-    return cr_fail(err, 400, "invalid_field", "data", "no default range: %s", why);
+     * data refuses it) */
+    return histogram_range(r, has_range, in_shm, err);
+}
+
+/* "output": {"tensor": {}} or {"tensor": {"name": "x"}} keeps the result as a new resident tensor;
+ * {"tensor": "ID or name"} writes it into that one (with c naming it too and beta 1: C += A·B). */
+static int tensor_output(const cJSON *out, cr_request *r, cr_error *err)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(out, "tensor");
+    if (cJSON_GetArraySize(out) != 1)
+        return cr_fail(err, 400, "invalid_field", "output", "output is {\"shm\": ...} or {\"tensor\": ...}, not both");
+    if (cJSON_IsString(t))
+        return cr_request_result_into(r, asker, t->valuestring, err);
+    if (!cJSON_IsObject(t))
+        return cr_fail(err, 400, "invalid_field", "output.tensor", "output.tensor is {} (a new tensor), {\"name\": "
+                       "\"...\"}, or the id or name of one of yours to write into");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
+    for (const cJSON *f = t->child; f; f = f->next)
+        if (strcmp(f->string, "name"))
+            return cr_fail(err, 400, "invalid_field", "output.tensor", "unknown field \"%.40s\" in output.tensor (name)",
+                           f->string);
+    if (name && !cJSON_IsString(name))
+        return cr_fail(err, 400, "invalid_field", "output.tensor.name", "output.tensor.name must be a string");
+    if (name && cr_tensor_check_name(name->valuestring, "output.tensor.name", err))
+        return -1;
+    return cr_request_keep_result(r, asker, name ? name->valuestring : NULL, err);
 }
 
 /* ---- entry points ------------------------------------------------------------------------- */
@@ -565,9 +710,11 @@ static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
     r->task.kernel = NULL; /* the engine resolves r->kernel ("auto", "all", a name) */
     static const char *const inputs[CR_OP_COUNT][CR_BUF_OUTPUT] = {
         [CR_OP_GEMM] = {"a", "b", "c"}, [CR_OP_ATA] = {"a", "", ""}, [CR_OP_HISTOGRAM] = {"data", "", ""}};
-    bool has_output;
+    bool has_output = false;
     cr_jshm_place output;
-    if (cr_jshm_parse_output(root, &has_output, &output, err))
+    const cJSON *out = cJSON_GetObjectItemCaseSensitive(root, "output");
+    bool to_tensor = cJSON_IsObject(out) && cJSON_GetObjectItemCaseSensitive(out, "tensor");
+    if (!to_tensor && cr_jshm_parse_output(root, &has_output, &output, err))
         return -1;
     int rc;
     switch (op) {
@@ -583,14 +730,25 @@ static int decode_root(cr_op route_op, const cJSON *root, const cr_limits *lim,
     default:
         return cr_fail(err, 500, "internal", "op", "unexpected op %d", (int)op);
     }
-    if (rc || !has_output)
+    if (rc)
         return rc;
+    if (to_tensor)
+        return tensor_output(out, r, err);
+    if (!has_output)
+        return 0;
     return cr_jshm_bind_output(r, &output, inputs[op], err); /* once the inputs are bound: apart from them */
 }
 
 int cr_request_from_json(cr_op op, const char *body, size_t len, const cr_limits *lim,
                          cr_request *out, cr_error *err)
 {
+    return cr_request_from_json_as(op, body, len, lim, "", out, err);
+}
+
+int cr_request_from_json_as(cr_op op, const char *body, size_t len, const cr_limits *lim, const char *owner,
+                            cr_request *out, cr_error *err)
+{
+    asker = owner ? owner : "";
     memset(out, 0, sizeof *out);
     cr_limits dflt = cr_request_limits(NULL);
     if (!lim)

@@ -12,5 +12,9 @@
  * (field named) and *out freed. */
 int cr_request_from_json(cr_op op, const char *body, size_t len, const cr_limits *lim,
                          cr_request *out, cr_error *err);
+/* The same for owner (server/http/peer.h's client), whose resident tensors the body may name
+ * ({"tensor": "ID"}) and keep its result as ("output": {"tensor": ...}). */
+int cr_request_from_json_as(cr_op op, const char *body, size_t len, const cr_limits *lim, const char *owner,
+                            cr_request *out, cr_error *err);
 
 #endif

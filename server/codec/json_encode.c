@@ -8,6 +8,7 @@
 
 #include "kernels/registry.h"
 #include "server/codec/json_buf.h"
+#include "server/engine/tensors.h"
 
 /* ---- pieces ---------------------------------------------------------------------------- */
 
@@ -107,10 +108,50 @@ static void jb_histogram(cr_jbuf *b, const cr_request *r)
     cr_jbuf_put(b, "}", 1);
 }
 
+/* A resident tensor's metadata, as POST /v1/tensors answers it (also for results kept as one). */
+void cr_jbuf_tensor(cr_jbuf *b, const char *id, const char *name, const cr_shape *shape, cr_dtype dt, uint64_t bytes,
+                    int device, double expires_at)
+{
+    cr_jbuf_lit(b, "{\"id\":");
+    cr_jbuf_string(b, id);
+    if (name && name[0]) {
+        cr_jbuf_lit(b, ",\"name\":");
+        cr_jbuf_string(b, name);
+    }
+    cr_jbuf_lit(b, ",\"shape\":");
+    jb_dims(b, shape);
+    cr_jbuf_lit(b, ",\"dtype\":");
+    cr_jbuf_string(b, cr_dtype_name(dt));
+    cr_jbuf_lit(b, ",\"bytes\":");
+    cr_jbuf_u64(b, bytes);
+    cr_jbuf_lit(b, ",\"device\":");
+    if (device >= 0) {
+        cr_jbuf_u64(b, (uint64_t)device);
+    } else {
+        cr_jbuf_lit(b, "\"host\"");
+    }
+    cr_jbuf_lit(b, ",\"expires_at\":");
+    if (expires_at > 0)
+        cr_jbuf_f64(b, nearbyint(expires_at * 1e3) / 1e3);
+    else
+        cr_jbuf_lit(b, "null");
+    cr_jbuf_lit(b, ",\"instance\":");
+    cr_jbuf_string(b, cr_tensors_instance());
+    cr_jbuf_put(b, "}", 1);
+}
+
 static void jb_result(cr_jbuf *b, const cr_request *r)
 {
     const cr_task *t = &r->task;
     cr_shape shape = cr_request_result_shape(r);
+    if (r->result_tensor.id[0]) { /* kept on the device: where, not what */
+        cr_dtype dt = t->op == CR_OP_HISTOGRAM ? CR_DT_U64 : t->dtype;
+        cr_jbuf_lit(b, "{\"tensor\":");
+        cr_jbuf_tensor(b, r->result_tensor.id, r->result_tensor.name, &shape, dt,
+                       cr_shape_count(&shape) * cr_dtype_size(dt), r->result_tensor.device, r->result_tensor.expires_at);
+        cr_jbuf_put(b, "}", 1);
+        return;
+    }
     if (t->op == CR_OP_HISTOGRAM)
         jb_histogram(b, r);
     else if (r->result_shm.on)

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "server/codec/json_buf.h"
 #include "server/error.h"
 #include "server/engine/job.h"
 
@@ -32,5 +33,10 @@ char *cr_json_job_status(const cr_job *j, size_t *len);
 
 /* The 202 answer of POST /v1/jobs: {"id": "...", "status": "queued"}. */
 char *cr_json_accepted(const cr_job *j, size_t *len);
+
+/* A resident tensor's metadata object ({"id", "name"?, "shape", "dtype", "bytes", "device",
+ * "expires_at", "instance"}), for /v1/tensors and results kept as tensors. */
+void cr_jbuf_tensor(cr_jbuf *b, const char *id, const char *name, const cr_shape *shape, cr_dtype dt,
+                    uint64_t bytes, int device, double expires_at);
 
 #endif

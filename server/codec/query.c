@@ -13,6 +13,7 @@
 #define OPS_ATA (1u << CR_OP_ATA)
 #define OPS_HIST (1u << CR_OP_HISTOGRAM)
 #define OPS_ALL (OPS_GEMM | OPS_ATA | OPS_HIST)
+#define OPS_TENSOR (1u << CR_OP_COUNT) /* POST /v1/tensors */
 
 typedef int (*setter)(cr_params *p, const char *name, const char *v, const cr_limits *lim,
                       cr_error *err);
@@ -193,6 +194,99 @@ static int set_range_hi(cr_params *p, const char *name, const char *v, const cr_
     return parse_double(name, v, &p->hi, err);
 }
 
+/* A tensor's id or name: what the table will say of it is its business; here only its length. */
+static int set_ref(char *out, size_t cap, const char *name, const char *v, cr_error *err)
+{
+    if (!v || !*v || strlen(v) >= cap)
+        return bad_value(err, name, "a tensor's id or name (1 to 128 characters)", v);
+    snprintf(out, cap, "%s", v);
+    return 0;
+}
+
+static int set_tensor_a(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    return set_ref(p->tensor[0], sizeof p->tensor[0], name, v, err);
+}
+
+static int set_tensor_b(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    return set_ref(p->tensor[1], sizeof p->tensor[1], name, v, err);
+}
+
+static int set_tensor_c(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    return set_ref(p->tensor[2], sizeof p->tensor[2], name, v, err);
+}
+
+static int set_output(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    if (!v || strcmp(v, "tensor") != 0)
+        return bad_value(err, name, "tensor (keep the result as a resident tensor)", v);
+    p->output_tensor = true;
+    return 0;
+}
+
+static int set_output_name(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    return set_ref(p->output_name, sizeof p->output_name, name, v, err);
+}
+
+static int set_output_into(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    return set_ref(p->output_into, sizeof p->output_into, name, v, err);
+}
+
+static int set_name(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    return set_ref(p->name, sizeof p->name, name, v, err);
+}
+
+/* "4,8,3": a raw body's shape (up to 8 dimensions; "" a scalar). */
+static int set_shape(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    p->has_shape = true;
+    p->shape_rank = 0;
+    for (const char *s = v ? v : ""; *s;) {
+        char *end = NULL;
+        if (p->shape_rank == 8 || *s < '0' || *s > '9')
+            return bad_value(err, name, "up to 8 dimensions separated by commas (4,8,3)", v);
+        errno = 0;
+        unsigned long long d = strtoull(s, &end, 10);
+        if (errno == ERANGE || d > (1ull << 53))
+            return cr_fail(err, 413, "too_large", name, "query parameter %s: a dimension is over any limit", name);
+        p->shape[p->shape_rank++] = (int64_t)d;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return bad_value(err, name, "up to 8 dimensions separated by commas (4,8,3)", v);
+    }
+    return 0;
+}
+
+static int set_raw_dtype(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    (void)lim;
+    for (int d = 0; d < CR_DT_COUNT; d++)
+        if (v && strcmp(v, cr_dtype_name((cr_dtype)d)) == 0) {
+            p->raw_dtype = (cr_dtype)d;
+            p->bf16 = d == CR_DT_BF16;
+            return 0;
+        }
+    return bad_value(err, name, "a dtype (float32, float64, float16, bfloat16, uint8, int32, ...)", v);
+}
+
+static int set_any_dtype(cr_params *p, const char *name, const char *v, const cr_limits *lim, cr_error *err)
+{
+    return p->tensor_upload ? set_raw_dtype(p, name, v, lim, err) : set_dtype(p, name, v, lim, err);
+}
+
 static const struct {
     const char *name;
     unsigned ops;
@@ -206,13 +300,23 @@ static const struct {
     {"trans_a", OPS_GEMM, set_trans_a},
     {"trans_b", OPS_GEMM, set_trans_b},
     {"precision", OPS_GEMM, set_precision},
-    {"dtype", OPS_GEMM, set_dtype},
+    {"dtype", OPS_GEMM | OPS_TENSOR, set_any_dtype},
     {"bins", OPS_HIST, set_bins},
     {"range", OPS_HIST, set_range},
     {"range_lo", OPS_HIST, set_range_lo},
     {"range_hi", OPS_HIST, set_range_hi},
+    {"tensor_a", OPS_GEMM | OPS_ATA, set_tensor_a},
+    {"tensor_b", OPS_GEMM, set_tensor_b},
+    {"tensor_c", OPS_GEMM, set_tensor_c},
+    {"tensor_data", OPS_HIST, set_tensor_a},
+    {"output", OPS_ALL, set_output},
+    {"output_name", OPS_ALL, set_output_name},
+    {"output_into", OPS_ALL, set_output_into},
+    {"name", OPS_TENSOR, set_name},
+    {"shape", OPS_TENSOR, set_shape},
 };
 #define N_PARAMS (sizeof params / sizeof params[0])
+_Static_assert(sizeof params / sizeof params[0] <= 32, "cr_params.seen holds one bit per parameter");
 
 void cr_params_init(cr_params *p, cr_op route_op)
 {
@@ -220,6 +324,13 @@ void cr_params_init(cr_params *p, cr_op route_op)
     p->op = route_op;
     p->kernel = cr_kernel_choice_auto();
     p->alpha = 1.0;
+    p->raw_dtype = CR_DT_U8;
+}
+
+void cr_params_init_tensor(cr_params *p)
+{
+    cr_params_init(p, CR_OP_COUNT);
+    p->tensor_upload = true;
 }
 
 int cr_params_set(cr_params *p, const char *key, const char *value, const cr_limits *lim,
@@ -245,11 +356,27 @@ static bool was_seen(const cr_params *p, const char *name)
     return false;
 }
 
+static int finish_tensor_upload(const cr_params *p, cr_error *err)
+{
+    for (size_t i = 0; i < N_PARAMS; i++)
+        if ((p->seen & (1u << i)) && !(params[i].ops & OPS_TENSOR))
+            return cr_fail(err, 400, "invalid_parameter", params[i].name,
+                           "query parameter %s is not one of POST /v1/tensors (name, shape, dtype)", params[i].name);
+    return 0;
+}
+
 int cr_params_finish(cr_params *p, cr_error *err)
 {
+    if (p->tensor_upload)
+        return finish_tensor_upload(p, err);
     if (p->op == CR_OP_COUNT)
         return cr_fail(err, 400, "invalid_parameter", "op",
                        "op is required on /v1/jobs for a binary body: ?op=gemm|ata|histogram");
+    if (p->output_name[0] && !p->output_tensor)
+        return cr_fail(err, 400, "invalid_parameter", "output_name", "output_name names a kept result: give output=tensor");
+    if (p->output_into[0] && p->output_tensor)
+        return cr_fail(err, 400, "invalid_parameter", "output_into", "output=tensor keeps a new tensor, output_into "
+                       "writes into an existing one: one of the two");
     if (was_seen(p, "dtype") && p->op != CR_OP_GEMM)
         return cr_fail(err, 400, "invalid_parameter", "dtype",
                        "dtype is not a parameter of %s requests: it is the .npy header's "

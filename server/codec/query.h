@@ -28,10 +28,26 @@ typedef struct {
     double lo, hi;
     unsigned seen;            /* internal: which parameters appeared */
     bool has_lo, has_hi;
+    /* Resident tensors (server/engine/tensors.h): operands named by id or name instead of sent
+     * (tensor_a, tensor_b, tensor_c, tensor_data; "" when the body has that part), and the result
+     * kept as one (output=tensor, its name output_name). */
+    char tensor[3][129];      /* by slot: a (data), b, c */
+    bool output_tensor;
+    char output_name[129];
+    char output_into[129]; /* output_into=REF: the result written into that existing tensor */
+    /* POST /v1/tensors (tensor_upload): the new tensor's name, and a raw body's shape and dtype */
+    bool tensor_upload;
+    char name[129];
+    bool has_shape;
+    int shape_rank;
+    int64_t shape[8];
+    cr_dtype raw_dtype;       /* default uint8 */
 } cr_params;
 
 /* Defaults for route_op (CR_OP_COUNT: /v1/jobs, the op must come as a parameter). */
 void cr_params_init(cr_params *p, cr_op route_op);
+/* Defaults for POST /v1/tensors: name, shape and dtype are its parameters, no op's. */
+void cr_params_init_tensor(cr_params *p);
 
 /* One decoded key=value pair (value NULL for a bare key). -1 with err. */
 int cr_params_set(cr_params *p, const char *key, const char *value, const cr_limits *lim,

@@ -13,7 +13,10 @@
 
 #include "server/build_info.h"
 
-#define MAX_FILE_BYTES (1 << 20) /* 20 rows take ~2 KB */
+#define MAX_FILE_BYTES (1 << 20) /* 43 rows take ~7 KB */
+/* The table's layout, in the key: a file of another layout (version 1 had no size classes
+ * beyond small and large) is another key, so it is measured again and rewritten. */
+#define TABLE_FORMAT "auto-table 2"
 
 void cr_auto_cache_key(const cr_backend *b, const char *device, char *key, size_t n)
 {
@@ -22,9 +25,9 @@ void cr_auto_cache_key(const cr_backend *b, const char *device, char *key, size_
     struct stat st;
     if (stat("/proc/self/exe", &st) < 0)
         memset(&st, 0, sizeof st);
-    snprintf(key, n, "crunchd %s %s exe %lld:%lld.%09ld backend %s cuda %s/%s device %s", bi.version,
+    snprintf(key, n, "crunchd %s %s exe %lld:%lld.%09ld backend %s cuda %s/%s device %s %s", bi.version,
              bi.git_revision, (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, b->name,
-             bi.cuda_runtime, bi.cuda_driver, device);
+             bi.cuda_runtime, bi.cuda_driver, device, TABLE_FORMAT);
 }
 
 static char *read_small_file(const char *path, char *why, size_t whylen)
@@ -49,6 +52,13 @@ static char *read_small_file(const char *path, char *why, size_t whylen)
 static const char *op_name(int i) { return cr_op_name((cr_op)i); }
 static const char *dtype_name(int i) { return cr_dtype_name((cr_dtype)i); }
 static const char *precision_name(int i) { return cr_precision_name((cr_precision)i); }
+static const char *class_name(int i) { return cr_size_class_name((cr_size_class)i); }
+
+/* What "large" says beside a class (cr_auto_row). */
+static bool class_is_large(int cls)
+{
+    return cls == CR_CLASS_LARGE || cls == CR_CLASS_TALL || cls == CR_CLASS_STACK_LARGE;
+}
 
 /* A field naming one of count values (as GET /v1/kernels writes them, so that the file reads as
  * the table does): its index, or -1. */
@@ -61,23 +71,26 @@ static int name_field(const cJSON *o, const char *field, const char *(*name_of)(
     return -1;
 }
 
-/* One row; its kernel (null: none for this row) must be one of b's. */
+/* One row; its kernel (null: none for this row) must be one of b's, and its "large" what its
+ * class says. */
 static int read_row(const cJSON *o, const cr_backend *b, cr_auto_row *r)
 {
-    int op, dtype, prec;
+    int op, dtype, prec, cls;
     const cJSON *large = cJSON_GetObjectItemCaseSensitive(o, "large");
     const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(o, "kernel");
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "ms");
     const cJSON *probe = cJSON_GetObjectItemCaseSensitive(o, "probe");
     bool fields_ok = name_field(o, "op", op_name, CR_OP_COUNT, &op) == 0 &&
                      name_field(o, "dtype", dtype_name, CR_DT_COUNT, &dtype) == 0 &&
-                     name_field(o, "precision", precision_name, CR_PREC_TF32 + 1, &prec) == 0 && cJSON_IsBool(large) &&
+                     name_field(o, "precision", precision_name, CR_PREC_TF32 + 1, &prec) == 0 &&
+                     name_field(o, "class", class_name, CR_CLASS_COUNT, &cls) == 0 && cJSON_IsBool(large) &&
+                     cJSON_IsTrue(large) == class_is_large(cls) &&
                      cJSON_IsNumber(ms) && isfinite(ms->valuedouble) && ms->valuedouble >= 0 &&
                      cJSON_IsString(probe) && (cJSON_IsNull(kernel) || cJSON_IsString(kernel));
     if (!fields_ok)
         return -1;
     *r = (cr_auto_row){.op = (cr_op)op, .dtype = (cr_dtype)dtype, .large = cJSON_IsTrue(large),
-                       .precision = (cr_precision)prec, .ms = ms->valuedouble};
+                       .cls = (cr_size_class)cls, .precision = (cr_precision)prec, .ms = ms->valuedouble};
     snprintf(r->probe, sizeof r->probe, "%s", probe->valuestring);
     if (cJSON_IsString(kernel) && !(r->kernel = cr_kernel_find(b, r->op, kernel->valuestring)))
         return -1;
@@ -137,6 +150,7 @@ static cJSON *table_json(const char *key, const cr_auto_table *t)
         cJSON_AddStringToObject(o, "dtype", dtype_name(r->dtype));
         cJSON_AddStringToObject(o, "precision", precision_name(r->precision));
         cJSON_AddBoolToObject(o, "large", r->large);
+        cJSON_AddStringToObject(o, "class", class_name(r->cls));
         if (r->kernel)
             cJSON_AddStringToObject(o, "kernel", r->kernel->name);
         else

@@ -12,13 +12,30 @@ typedef struct {
     cr_op op;
     cr_dtype dtype;
     cr_precision prec;
-    bool large;
+    cr_size_class cls;
 } probe_key;
 
-static void fill_random(void *p, size_t n, cr_dtype dt, unsigned *seed)
+/* A probe's shape: count matrices (0: one, rank 0) of m×k and k×n (AᵀA: m×n), or a histogram
+ * of m elements. */
+typedef struct {
+    int64_t count, m, n, k;
+} probe_shape;
+
+/* xorshift64*: the probes' inputs are tens of millions of values, and rand_r's ~10 ns each was
+ * seconds of a cuda start. */
+static uint64_t next_random(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545f4914f6cdd1dull;
+}
+
+static void fill_random(void *p, size_t n, cr_dtype dt, uint64_t *seed)
 {
     for (size_t i = 0; i < n; i++) {
-        double v = (double)rand_r(seed) / RAND_MAX * 2.0 - 1.0;
+        uint64_t r = next_random(seed);
+        double v = (double)(r >> 11) * 0x1p-52 - 1.0; /* [-1, 1) */
         if (dt == CR_DT_F32)
             ((float *)p)[i] = (float)v;
         else if (dt == CR_DT_F64)
@@ -26,46 +43,113 @@ static void fill_random(void *p, size_t n, cr_dtype dt, unsigned *seed)
         else if (dt == CR_DT_F16 || dt == CR_DT_BF16)
             ((uint16_t *)p)[i] = cr_half_from_double(dt, v);
         else
-            ((uint8_t *)p)[i] = (uint8_t)rand_r(seed);
+            ((uint8_t *)p)[i] = (uint8_t)(r >> 56);
     }
 }
 
-/* Builds a probe task with random inputs; its buffers are in bufs[0..2]. */
-static int make_probe(const probe_key *k, bool gpu, cr_task *t, void *bufs[3], char *shape, size_t sl)
+/* A probe's buffers: the backend's host_alloc where it has one (cuda: pinned, as binary uploads
+ * arrive, so each run copies them to the device directly instead of through its staging: half a
+ * gigabyte of memcpy for the big histogram probe, every run), else malloc. */
+typedef struct {
+    const cr_backend *b;
+    void *p[3];
+    bool host[3]; /* from host_alloc */
+} probe_bufs;
+
+static void *probe_alloc(probe_bufs *pb, int i, size_t bytes)
 {
-    int64_t side = k->large ? (gpu ? 2048 : 256) : 64;
-    int64_t count = k->large ? (gpu ? (int64_t)64 << 20 : (int64_t)4 << 20) : 65536;
-    unsigned seed = 12345;
-    size_t es = cr_dtype_size(k->dtype);
+    bytes = bytes ? bytes : 1;
+    pb->host[i] = false;
+    if (pb->b->host_alloc && (pb->p[i] = pb->b->host_alloc(bytes)))
+        return pb->host[i] = true, pb->p[i];
+    return pb->p[i] = malloc(bytes);
+}
+
+static void probe_free(probe_bufs *pb)
+{
+    for (int i = 0; i < 3; i++) {
+        if (pb->host[i])
+            pb->b->host_free(pb->p[i]);
+        else
+            free(pb->p[i]);
+        pb->p[i] = NULL;
+    }
+}
+
+/* Probes are small and quick, each of its class (cr_task_size_class says which a task is in):
+ * one matrix of 64³ or 2048³ (cpu: 256³), a tall AᵀA of 262144 x 64 (cpu: 20000 x 30), stacks of
+ * 16384 16³, 2048 32³ or 64 256³ matrices (cpu: 64 8³, 64 16³ or 2 128³; the cpu's references run
+ * these too, and every test daemon starts with them). */
+static probe_shape probe_of(const probe_key *k, bool gpu)
+{
+    if (k->op == CR_OP_HISTOGRAM)
+        return (probe_shape){0, k->cls == CR_CLASS_LARGE ? (gpu ? (int64_t)64 << 20 : (int64_t)4 << 20) : 65536, 0, 0};
+    switch (k->cls) {
+    case CR_CLASS_LARGE: {
+        int64_t side = gpu ? 2048 : 256;
+        return (probe_shape){0, side, side, side};
+    }
+    case CR_CLASS_TALL: return gpu ? (probe_shape){0, 262144, 64, 64} : (probe_shape){0, 20000, 30, 30};
+    case CR_CLASS_STACK_TINY: return gpu ? (probe_shape){16384, 16, 16, 16} : (probe_shape){64, 8, 8, 8};
+    case CR_CLASS_STACK_SMALL: return gpu ? (probe_shape){2048, 32, 32, 32} : (probe_shape){64, 16, 16, 16};
+    case CR_CLASS_STACK_LARGE: return gpu ? (probe_shape){64, 256, 256, 256} : (probe_shape){2, 128, 128, 128};
+    default: return (probe_shape){0, 64, 64, 64};
+    }
+}
+
+/* A stack of `count` full matrices per operand, one batch dimension. */
+static void plan_stack(cr_task *t, int64_t count)
+{
+    int nrank[CR_STACK_OPERANDS] = {1, t->op == CR_OP_GEMM ? 1 : -1, -1};
+    int64_t ndims[CR_STACK_OPERANDS][CR_STACK_DIMS] = {{count}, {count}, {0}};
+    cr_stack_plan(&t->stack, 1, &count, nrank, ndims);
+}
+
+static void *random_buffer(probe_bufs *pb, int i, size_t n, cr_dtype dt, uint64_t *seed)
+{
+    void *p = probe_alloc(pb, i, n * cr_dtype_size(dt));
+    if (p)
+        fill_random(p, n, dt, seed);
+    return p;
+}
+
+/* Builds a probe task with random inputs; its buffers are in bufs. */
+static int make_probe(const probe_key *k, bool gpu, cr_task *t, probe_bufs *bufs, char *shape, size_t sl)
+{
+    probe_shape p = probe_of(k, gpu);
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
     memset(t, 0, sizeof *t);
     t->op = k->op;
     t->dtype = k->dtype;
     t->precision = k->prec;
     if (k->op == CR_OP_HISTOGRAM) {
-        bufs[0] = malloc((size_t)count * es);
-        bufs[1] = malloc(256 * sizeof(uint64_t));
-        if (!bufs[0] || !bufs[1])
+        void *data = random_buffer(bufs, 0, (size_t)p.m, k->dtype, &seed);
+        void *counts = probe_alloc(bufs, 1, 256 * sizeof(uint64_t));
+        if (!data || !counts)
             return -1;
-        fill_random(bufs[0], (size_t)count, k->dtype, &seed);
         bool u8 = k->dtype == CR_DT_U8;
-        t->u.hist = (cr_hist_task){.count = count, .data = bufs[0], .bins = u8 ? 256 : 100,
-                                   .lo = u8 ? 0 : -1, .hi = u8 ? 256 : 1, .counts = bufs[1]};
-        snprintf(shape, sl, "%lld", (long long)count);
+        t->u.hist = (cr_hist_task){.count = p.m, .data = data, .bins = u8 ? 256 : 100,
+                                   .lo = u8 ? 0 : -1, .hi = u8 ? 256 : 1, .counts = counts};
+        snprintf(shape, sl, "%lld", (long long)p.m);
         return 0;
     }
-    size_t nn = (size_t)side * (size_t)side;
-    for (int i = 0; i < 3; i++)
-        if (!(bufs[i] = malloc(nn * es)))
-            return -1;
-    fill_random(bufs[0], nn, k->dtype, &seed);
-    fill_random(bufs[1], nn, k->dtype, &seed);
-    if (k->op == CR_OP_GEMM)
-        t->u.gemm = (cr_gemm_task){.m = side, .n = side, .k = side, .alpha = 1.0, .beta = 0.0,
-                                   .a = bufs[0], .b = bufs[1], .c_out = bufs[2]};
+    size_t mats = (size_t)(p.count ? p.count : 1);
+    bool gemm = k->op == CR_OP_GEMM;
+    size_t na = mats * (size_t)(p.m * (gemm ? p.k : p.n)), nb = gemm ? mats * (size_t)(p.k * p.n) : 0;
+    size_t nc = mats * (size_t)(gemm ? p.m * p.n : p.n * p.n);
+    void *a = random_buffer(bufs, 0, na, k->dtype, &seed), *b = random_buffer(bufs, 1, nb, k->dtype, &seed);
+    void *c = probe_alloc(bufs, 2, nc * cr_dtype_size(k->dtype));
+    if (!a || !b || !c)
+        return -1;
+    if (gemm)
+        t->u.gemm = (cr_gemm_task){.m = p.m, .n = p.n, .k = p.k, .alpha = 1.0, .beta = 0.0, .a = a, .b = b, .c_out = c};
     else
-        t->u.ata = (cr_ata_task){.m = side, .n = side, .a = bufs[0], .c_out = bufs[2]};
-    snprintf(shape, sl, k->op == CR_OP_GEMM ? "%lldx%lldx%lld" : "%lldx%lld", (long long)side,
-             (long long)side, (long long)side);
+        t->u.ata = (cr_ata_task){.m = p.m, .n = p.n, .a = a, .c_out = c};
+    if (p.count)
+        plan_stack(t, p.count);
+    int at = p.count ? snprintf(shape, sl, "%lldx", (long long)p.count) : 0;
+    snprintf(shape + at, sl - (size_t)at, gemm ? "%lldx%lldx%lld" : "%lldx%lld", (long long)p.m, (long long)p.n,
+             (long long)p.k);
     return 0;
 }
 
@@ -99,14 +183,16 @@ static cr_status time_kernel(const cr_backend *b, cr_worker *w, cr_task *t, doub
 static cr_status measure_row(const cr_backend *b, cr_worker *w, bool gpu, const probe_key *k,
                              cr_auto_row *row, char *err, size_t errlen)
 {
-    void *bufs[3] = {0}, *ref_out = NULL;
+    probe_bufs bufs = {.b = b};
+    void *ref_out = NULL;
     cr_task t;
     cr_status st = CR_OK;
     size_t n = 0;
     const cr_kernel *ks = cr_kernels(b, &n);
-    *row = (cr_auto_row){.op = k->op, .dtype = k->dtype, .large = k->large, .precision = k->prec,
+    bool large = k->cls == CR_CLASS_LARGE || k->cls == CR_CLASS_TALL || k->cls == CR_CLASS_STACK_LARGE;
+    *row = (cr_auto_row){.op = k->op, .dtype = k->dtype, .large = large, .cls = k->cls, .precision = k->prec,
                          .ms = INFINITY};
-    if (make_probe(k, gpu, &t, bufs, row->probe, sizeof row->probe) < 0 ||
+    if (make_probe(k, gpu, &t, &bufs, row->probe, sizeof row->probe) < 0 ||
         !(ref_out = malloc(cr_task_output_bytes(&t)))) {
         st = CR_E_NOMEM_HOST;
         goto cleanup;
@@ -123,6 +209,7 @@ static cr_status measure_row(const cr_backend *b, cr_worker *w, bool gpu, const 
             continue;
         double ms;
         t.kernel = &ks[i];
+        memset(cr_task_output(&t), 0xff, cr_task_output_bytes(&t)); /* NaN: an output left unwritten fails */
         cr_status ks_st = time_kernel(b, w, &t, &ms, err, errlen);
         if (ks_st == CR_E_FATAL) {
             st = ks_st;
@@ -140,8 +227,7 @@ static cr_status measure_row(const cr_backend *b, cr_worker *w, bool gpu, const 
 cleanup:
     if (!row->kernel)
         row->ms = 0.0;
-    for (int i = 0; i < 3; i++)
-        free(bufs[i]);
+    probe_free(&bufs);
     free(ref_out);
     return st;
 }
@@ -149,21 +235,40 @@ cleanup:
 cr_status cr_autotune(const cr_backend *b, cr_worker *w, bool gpu, cr_auto_table *table, char *err,
                       size_t errlen)
 {
+#define S CR_CLASS_SMALL
+#define L CR_CLASS_LARGE
+#define ST CR_CLASS_STACK_TINY
+#define SS CR_CLASS_STACK_SMALL
+#define SL CR_CLASS_STACK_LARGE
+#define F32 CR_DT_F32
+#define DEF CR_PREC_DEFAULT
+#define TF32 CR_PREC_TF32
     static const probe_key keys[] = {
-        {CR_OP_GEMM, CR_DT_F32, CR_PREC_DEFAULT, false}, {CR_OP_GEMM, CR_DT_F32, CR_PREC_DEFAULT, true},
-        {CR_OP_GEMM, CR_DT_F32, CR_PREC_TF32, false},    {CR_OP_GEMM, CR_DT_F32, CR_PREC_TF32, true},
-        {CR_OP_GEMM, CR_DT_F64, CR_PREC_DEFAULT, false}, {CR_OP_GEMM, CR_DT_F64, CR_PREC_DEFAULT, true},
-        {CR_OP_GEMM, CR_DT_F16, CR_PREC_DEFAULT, false}, {CR_OP_GEMM, CR_DT_F16, CR_PREC_DEFAULT, true},
-        {CR_OP_GEMM, CR_DT_BF16, CR_PREC_DEFAULT, false}, {CR_OP_GEMM, CR_DT_BF16, CR_PREC_DEFAULT, true},
-        {CR_OP_ATA, CR_DT_F32, CR_PREC_DEFAULT, false},  {CR_OP_ATA, CR_DT_F32, CR_PREC_DEFAULT, true},
-        {CR_OP_ATA, CR_DT_F64, CR_PREC_DEFAULT, false},  {CR_OP_ATA, CR_DT_F64, CR_PREC_DEFAULT, true},
-        {CR_OP_HISTOGRAM, CR_DT_U8, CR_PREC_DEFAULT, false},
-        {CR_OP_HISTOGRAM, CR_DT_U8, CR_PREC_DEFAULT, true},
-        {CR_OP_HISTOGRAM, CR_DT_F32, CR_PREC_DEFAULT, false},
-        {CR_OP_HISTOGRAM, CR_DT_F32, CR_PREC_DEFAULT, true},
-        {CR_OP_HISTOGRAM, CR_DT_F64, CR_PREC_DEFAULT, false},
-        {CR_OP_HISTOGRAM, CR_DT_F64, CR_PREC_DEFAULT, true},
+        {CR_OP_GEMM, F32, DEF, S}, {CR_OP_GEMM, F32, DEF, L}, {CR_OP_GEMM, F32, TF32, S}, {CR_OP_GEMM, F32, TF32, L},
+        {CR_OP_GEMM, CR_DT_F64, DEF, S}, {CR_OP_GEMM, CR_DT_F64, DEF, L},
+        {CR_OP_GEMM, CR_DT_F16, DEF, S}, {CR_OP_GEMM, CR_DT_F16, DEF, L},
+        {CR_OP_GEMM, CR_DT_BF16, DEF, S}, {CR_OP_GEMM, CR_DT_BF16, DEF, L},
+        {CR_OP_ATA, F32, DEF, S}, {CR_OP_ATA, F32, DEF, L}, {CR_OP_ATA, CR_DT_F64, DEF, S}, {CR_OP_ATA, CR_DT_F64, DEF, L},
+        {CR_OP_HISTOGRAM, CR_DT_U8, DEF, S}, {CR_OP_HISTOGRAM, CR_DT_U8, DEF, L},
+        {CR_OP_HISTOGRAM, F32, DEF, S}, {CR_OP_HISTOGRAM, F32, DEF, L},
+        {CR_OP_HISTOGRAM, CR_DT_F64, DEF, S}, {CR_OP_HISTOGRAM, CR_DT_F64, DEF, L},
+        {CR_OP_ATA, F32, DEF, CR_CLASS_TALL}, {CR_OP_ATA, CR_DT_F64, DEF, CR_CLASS_TALL},
+        {CR_OP_GEMM, F32, DEF, ST}, {CR_OP_GEMM, F32, DEF, SS}, {CR_OP_GEMM, F32, DEF, SL},
+        {CR_OP_GEMM, F32, TF32, ST}, {CR_OP_GEMM, F32, TF32, SS}, {CR_OP_GEMM, F32, TF32, SL},
+        {CR_OP_GEMM, CR_DT_F64, DEF, ST}, {CR_OP_GEMM, CR_DT_F64, DEF, SS}, {CR_OP_GEMM, CR_DT_F64, DEF, SL},
+        {CR_OP_GEMM, CR_DT_F16, DEF, ST}, {CR_OP_GEMM, CR_DT_F16, DEF, SS}, {CR_OP_GEMM, CR_DT_F16, DEF, SL},
+        {CR_OP_GEMM, CR_DT_BF16, DEF, ST}, {CR_OP_GEMM, CR_DT_BF16, DEF, SS}, {CR_OP_GEMM, CR_DT_BF16, DEF, SL},
+        {CR_OP_ATA, F32, DEF, ST}, {CR_OP_ATA, F32, DEF, SS}, {CR_OP_ATA, F32, DEF, SL},
+        {CR_OP_ATA, CR_DT_F64, DEF, ST}, {CR_OP_ATA, CR_DT_F64, DEF, SS}, {CR_OP_ATA, CR_DT_F64, DEF, SL},
     };
+#undef S
+#undef L
+#undef ST
+#undef SS
+#undef SL
+#undef F32
+#undef DEF
+#undef TF32
     size_t n = sizeof keys / sizeof keys[0];
     cr_auto_row *out = calloc(n, sizeof *out);
     if (!out)

@@ -14,6 +14,7 @@
 #include "server/engine/auto_cache.h"
 #include "server/engine/autotune.h"
 #include "server/engine/engine_internal.h"
+#include "server/engine/tensors.h"
 #include "server/machine.h"
 #include "server/obs/log.h"
 
@@ -28,6 +29,9 @@ const cr_auto_table *cr_engine_auto_table(const cr_engine *e) { return &e->auto_
 void cr_engine_finish(cr_engine *e, cr_job *j, cr_job_state state)
 {
     (void)e;
+    /* before the end drops the output's hold: a kept result is listed while the job still holds it */
+    if (state == CR_JOB_DONE && j->req.result_tensor.t && cr_tensor_keep_result(&j->req, &j->error) < 0)
+        state = CR_JOB_FAILED;
     cr_request_end(&j->req);
     j->finished_at = cr_now();
     j->ms.total = (j->finished_at - j->enqueued_at) * 1e3;
@@ -176,8 +180,8 @@ static int place_on_data(cr_engine *e, cr_job *j, cr_error *err)
                        "the tensors are on device %d; this daemon serves devices 0 to %d", d, e->n_devices - 1);
     if (j->req.kernel.mode == CR_KERNEL_ALL)
         return cr_fail(err, 400, "invalid_field", "kernel",
-                       "compare mode (kernel \"all\") checks results on the host: not with tensors in CUDA "
-                       "shared memory");
+                       "compare mode (kernel \"all\") checks results on the host: not with operands or results "
+                       "in device memory (CUDA shared memory, resident tensors)");
     j->devices_tried = (uint32_t)((1ull << e->n_devices) - 1) & ~(1u << d);
     return 0;
 }

@@ -227,7 +227,8 @@ enum MHD_Result cr_send_job(cr_conn *c, cr_job *j)
     size_t len = 0;
     if (atomic_load(&j->state) != CR_JOB_DONE)
         return cr_send_error(c, &j->error);
-    if (wants_npy(c) && !j->req.result_shm.on) /* errors, and results left in shared memory, stay JSON */
+    /* errors, and results left in shared memory or kept as tensors, stay JSON */
+    if (wants_npy(c) && !j->req.result_shm.on && !j->req.result_tensor.id[0])
         return send_npy(c, j);
     cr_error err;
     if (cr_json_nonfinite_result(j, &err) < 0)

@@ -90,6 +90,7 @@ struct cr_conn {
     bool close_after;        /* the answer closes the connection (its framing cannot be trusted) */
     bool has_pending;        /* an error to answer once resumed */
     bool body_refused;       /* the body was refused mid-way (memory budget): pending says why */
+    bool body_ignored;       /* GET/DELETE: a body sent anyway is read and dropped, as HTTP allows */
     cr_error pending;
     int status;
     char error_code[32];

@@ -22,7 +22,7 @@
 static bool is_direct_route(const char *path)
 {
     return !strcmp(path, "/v1/gemm") || !strcmp(path, "/v1/ata") || !strcmp(path, "/v1/histogram") ||
-           !strcmp(path, "/v1/jobs");
+           !strcmp(path, "/v1/jobs") || !strcmp(path, "/v1/tensors");
 }
 
 /* POST /v2/models/{model}[/versions/{v}]/infer: what cr_route_find would match. */

@@ -106,7 +106,7 @@ static enum MHD_Result begin(cr_http *h, struct MHD_Connection *conn, const char
     c->label = r->label;
     c->kserve = r->kserve;
     if (strcmp(r->method, "POST") != 0)
-        return MHD_YES;
+        return (c->body_ignored = true), MHD_YES;
     cr_error err;
     if (cr_body_coding_begin(c, &err) < 0)
         return cr_send_error(c, &err);
@@ -161,7 +161,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         cr_metrics_bytes_in(n);
-        if (c->body_refused)
+        if (c->body_refused || c->body_ignored)
             return MHD_YES;
         return c->inflater ? cr_body_coding_feed(c, upload_data, n, read_body) : read_body(c, upload_data, n);
     }

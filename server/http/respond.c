@@ -20,6 +20,29 @@ int cr_query_each(cr_conn *c, MHD_KeyValueIterator it, void *cls)
     return c->direct ? cr_direct_args(c->direct, it, cls) : MHD_get_connection_values(c->conn, MHD_GET_ARGUMENT_KIND, it, cls);
 }
 
+typedef struct {
+    const char *key, *value;
+    bool found;
+} query_find;
+
+static enum MHD_Result find_key(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    query_find *q = cls;
+    if (!key || strcmp(key, q->key) != 0)
+        return MHD_YES;
+    q->value = value ? value : "";
+    q->found = true;
+    return MHD_NO;
+}
+
+const char *cr_query_value(cr_conn *c, const char *key)
+{
+    query_find q = {key, NULL, false};
+    cr_query_each(c, find_key, &q);
+    return q.found ? q.value : NULL;
+}
+
 /* CORS on: an allowed origin may read the answer and the headers a script needs; the answer
  * depends on Origin either way, so caches keep one per origin. */
 static void add_cors_headers(cr_conn *c, struct MHD_Response *r)

@@ -14,6 +14,8 @@ const char *cr_header(cr_conn *c, const char *name);
 /* Calls it on each query parameter (decoded; value NULL for a bare key) until it says MHD_NO
  * (it may be NULL: only count). How many it saw. */
 int cr_query_each(cr_conn *c, MHD_KeyValueIterator it, void *cls);
+/* The query parameter key's value ("" for a bare key), or NULL when absent. */
+const char *cr_query_value(cr_conn *c, const char *key);
 
 /* Sends body (malloc'd; owned from here on, NULL means out of memory: a 503 goes instead). */
 enum MHD_Result cr_send(cr_conn *c, int status, const char *content_type, char *body, size_t len);

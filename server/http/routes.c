@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "server/http/openapi.h"
+#include "server/http/tensor_routes.h"
 #include "server/http/v1.h"
 #include "server/kserve/kserve.h"
 
@@ -22,6 +23,10 @@ static const cr_route routes[] = {
     {"/v1/jobs/{id}", "GET", cr_route_job_status, CR_ROUTE_JOBS, false},
     {"/v1/jobs/{id}", "DELETE", cr_route_job_delete, CR_ROUTE_JOBS, false},
     {"/v1/jobs/{id}/result", "GET", cr_route_job_result, CR_ROUTE_JOBS, false},
+    {"/v1/tensors", "POST", cr_route_tensor_create, CR_ROUTE_TENSORS, false},
+    {"/v1/tensors", "GET", cr_route_tensor_list, CR_ROUTE_TENSORS, false},
+    {"/v1/tensors/{id}", "GET", cr_route_tensor_get, CR_ROUTE_TENSORS, false},
+    {"/v1/tensors/{id}", "DELETE", cr_route_tensor_delete, CR_ROUTE_TENSORS, false},
     {"/v2", "GET", cr_kserve_server_metadata, CR_ROUTE_OTHER, true},
     {"/v2/health/live", "GET", cr_kserve_live, CR_ROUTE_OTHER, true},
     {"/v2/health/ready", "GET", cr_kserve_ready, CR_ROUTE_OTHER, true},

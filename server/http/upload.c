@@ -12,6 +12,8 @@
 #include "server/codec/media_type.h"
 #include "server/http/body.h"
 #include "server/http/body_stream.h"
+#include "server/engine/owned.h"
+#include "server/engine/tensors.h"
 
 typedef enum { UP_MULTIPART, UP_NPY, UP_RAW } upload_kind;
 
@@ -22,6 +24,10 @@ typedef enum { UP_MULTIPART, UP_NPY, UP_RAW } upload_kind;
 struct cr_upload {
     upload_kind kind;
     cr_bin_request *bin;
+    char owner[CR_OWNER_MAX];/* who asks: the resident tensors it names or keeps are theirs */
+    bool keep;               /* ?output=tensor: the result kept as a tensor (named keep_name) */
+    char keep_name[129];
+    char into[129];          /* ?output_into=: the result written into this existing tensor */
     struct MHD_PostProcessor *pp;
     cr_bin_part *part;       /* the part being received */
     char part_name[16];
@@ -70,7 +76,10 @@ static enum MHD_Result query_pair(void *cls, enum MHD_ValueKind kind, const char
 static int read_params(cr_conn *c, const cr_limits *lim, cr_params *p, cr_error *err)
 {
     query_walk w = {p, lim, err, 0};
-    cr_params_init(p, route_op(c));
+    if (c->label == CR_ROUTE_TENSORS)
+        cr_params_init_tensor(p);
+    else
+        cr_params_init(p, route_op(c));
     cr_query_each(c, query_pair, &w);
     return w.rc ? -1 : cr_params_finish(p, err);
 }
@@ -79,6 +88,12 @@ static int read_params(cr_conn *c, const cr_limits *lim, cr_params *p, cr_error 
  * histogram; /v1/jobs learns its op from ?op= first. */
 static int check_type(upload_kind kind, cr_op op, const char *ct, cr_error *err)
 {
+    if (op == CR_OP_COUNT && kind == UP_MULTIPART) /* POST /v1/tensors: one array */
+        return cr_fail(err, 415, "unsupported_media_type", "Content-Type",
+                       "a tensor is one array: send application/x-npy, application/octet-stream (with ?shape= and "
+                       "?dtype=) or JSON");
+    if (op == CR_OP_COUNT)
+        return 0;
     if (kind == UP_NPY && op == CR_OP_GEMM)
         return cr_fail(err, 415, "unsupported_media_type", "Content-Type",
                        "gemm takes two arrays: send multipart/form-data with .npy parts a and b");
@@ -396,11 +411,20 @@ static int begin_body(cr_conn *c, cr_upload *u, const cr_params *p, const cr_lim
                        "raw application/octet-stream bodies need a Content-Length");
     if (!(u->bin = cr_bin_new(p, lim, cr_upload_allocator(c))))
         return cr_fail(err, 503, "host_memory", "", "out of memory");
+    cr_peer_client(&c->peer, c->authenticated, u->owner, sizeof u->owner);
+    u->keep = p->output_tensor;
+    snprintf(u->keep_name, sizeof u->keep_name, "%s", p->output_name);
+    snprintf(u->into, sizeof u->into, "%s", p->output_into);
+    if (cr_bin_tensors(u->bin, u->owner, err) < 0)
+        return -1;
     /* The array is sized before the first byte lands; a coded body's size is known at its end. */
     if (u->kind == UP_RAW && c->inflater)
         return u->buffered = true, 0;
     if (u->kind == UP_RAW)
         return (u->part = cr_bin_start_raw(u->bin, declared, err)) ? 0 : -1;
+    /* ?tensor_a= with an empty body: the query names every operand there is. */
+    if (u->kind == UP_NPY && cl && !declared && cr_bin_names_tensor(u->bin, cr_bin_body_part_name(p->op)))
+        return 0;
     if (u->kind == UP_NPY)
         return (u->part = cr_bin_start(u->bin, cr_bin_body_part_name(p->op), err)) ? 0 : -1;
     if (c->direct)
@@ -531,7 +555,26 @@ int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err)
     }
     cr_metrics_device_stream(false, cr_bin_device_bytes(u->bin));
     int rc = cr_bin_finish(u->bin, out, err);
+    if (rc == 0 && ((u->keep && cr_request_keep_result(out, u->owner, u->keep_name, err) < 0) ||
+                    (u->into[0] && cr_request_result_into(out, u->owner, u->into, err) < 0))) {
+        cr_request_free(out);
+        rc = -1;
+    }
     cr_upload_free(c); /* the arrays now belong to out */
+    return rc;
+}
+
+int cr_upload_array(cr_conn *c, cr_request *out, cr_shape *shape, cr_dtype *dt, cr_error *err)
+{
+    cr_upload *u = c->upload;
+    memset(out, 0, sizeof *out);
+    if (u->failed)
+        return *err = u->err, -1;
+    if (u->buffered && unbuffer_raw(c, u, err) < 0)
+        return -1;
+    cr_metrics_device_stream(false, cr_bin_device_bytes(u->bin));
+    int rc = cr_bin_finish_array(u->bin, out, shape, dt, err);
+    cr_upload_free(c);
     return rc;
 }
 

@@ -35,6 +35,10 @@ int cr_upload_receive(cr_conn *c, cr_body_stream *s);
 /* Once the body is complete: the decoded request (every part present, complete, conforming). */
 int cr_upload_request(cr_conn *c, cr_request *out, cr_error *err);
 
+/* The same for POST /v1/tensors: the one array, in out's slot A (its buffer: host memory, or the
+ * device buffer it was received into, out->buf_on_device[0]), with its shape and dtype. */
+int cr_upload_array(cr_conn *c, cr_request *out, cr_shape *shape, cr_dtype *dt, cr_error *err);
+
 /* Whether the body was refused on its way in (the reason is answered once it is complete). */
 bool cr_upload_failed(const cr_conn *c);
 

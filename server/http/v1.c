@@ -11,6 +11,8 @@
 #include "server/clock.h"
 #include "server/codec/json_decode.h"
 #include "server/codec/json_encode.h"
+#include "server/engine/owned.h"
+#include "server/engine/tensors.h"
 #include "server/http/answer.h"
 #include "server/http/respond.h"
 #include "server/http/submit.h"
@@ -44,6 +46,26 @@ static const char *cuda_version(void)
 #endif
 }
 
+/* Host memory, and each device where tensors live there. */
+static void tensor_gauges(cr_conn *c, cr_metrics_gauges *g)
+{
+    const cr_backend *b = cr_engine_backend(c->h->deps.engine);
+    int devices = b->tensor_alloc ? cr_engine_device_count(c->h->deps.engine) : 0;
+    for (int d = -1; d < devices && d < CR_METRICS_MAX_DEVICES; d++) {
+        cr_tensor_usage u;
+        cr_tensors_usage(d, &u);
+        int i = g->tensor_places++;
+        if (d < 0)
+            snprintf(g->tensors[i].name, sizeof g->tensors[i].name, "host");
+        else
+            snprintf(g->tensors[i].name, sizeof g->tensors[i].name, "%d", d);
+        g->tensors[i].count = u.count;
+        g->tensors[i].bytes = u.bytes;
+        g->tensors[i].created = u.created;
+        g->tensors[i].expired = u.expired;
+    }
+}
+
 enum MHD_Result cr_route_metrics(cr_conn *c)
 {
     cr_metrics_gauges g = {.backend = cr_engine_backend(c->h->deps.engine)->name,
@@ -53,6 +75,7 @@ enum MHD_Result cr_route_metrics(cr_conn *c)
     g.results_kept_bytes = cr_job_table_bytes(c->h->deps.jobs);
     cr_shm_usage(&g.shm_regions, &g.shm_registered_bytes);
     cr_cuda_shm_usage(&g.cuda_shm_regions, &g.cuda_shm_registered_bytes);
+    tensor_gauges(c, &g);
     char *text = cr_metrics_render(&g, &len);
     return cr_send(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
@@ -155,7 +178,7 @@ static cJSON *auto_table_json(const cr_engine *e)
         cJSON *r = cJSON_CreateObject();
         cJSON_AddStringToObject(r, "op", cr_op_name(rows[i].op));
         cJSON_AddStringToObject(r, "dtype", cr_dtype_name(rows[i].dtype));
-        cJSON_AddStringToObject(r, "size", rows[i].large ? "large" : "small");
+        cJSON_AddStringToObject(r, "size", cr_size_class_name(rows[i].cls));
         cJSON_AddStringToObject(r, "precision", cr_precision_name(rows[i].precision));
         cJSON_AddStringToObject(r, "kernel", rows[i].kernel->name);
         cJSON_AddNumberToObject(r, "ms", rows[i].ms);
@@ -182,6 +205,7 @@ enum MHD_Result cr_route_kernels(cr_conn *c)
         cJSON_AddStringToObject(o, "precision", cr_precision_name(k[i].precision));
         cJSON_AddBoolToObject(o, "reference", k[i].reference);
         cJSON_AddBoolToObject(o, "batchable", k[i].batchable);
+        cJSON_AddBoolToObject(o, "stacks", k[i].stacks);
         cJSON_AddBoolToObject(o, "named_only", k[i].named_only);
         cJSON_AddStringToObject(o, "summary", k[i].summary ? k[i].summary : "");
         cJSON_AddItemToArray(list, o);
@@ -215,7 +239,9 @@ static int json_request(cr_conn *c, cr_op op, cr_request *req, cr_error *err)
     cr_limits lim = cr_request_limits(c->h->deps.cfg);
     if (refuse_query_on_json(c, err) < 0 || cr_request_decode_charge(c->len, err) < 0)
         return -1;
-    int rc = cr_request_from_json(op, c->body ? c->body : "", c->len, &lim, req, err);
+    char owner[CR_OWNER_MAX];
+    cr_peer_client(&c->peer, c->authenticated, owner, sizeof owner);
+    int rc = cr_request_from_json_as(op, c->body ? c->body : "", c->len, &lim, owner, req, err);
     cr_request_decode_release(c->len);
     return rc;
 }

@@ -2,7 +2,7 @@
 #include "server/kserve/cuda_shm_region.h"
 
 #include "server/clock.h"
-#include "server/kserve/region_list.h"
+#include "server/engine/owned.h"
 #include "server/obs/log.h"
 
 #include <stdio.h>
@@ -12,13 +12,13 @@
 #define MAX_EXACT 9007199254740992ull /* 2^53: JSON numbers are exact up to here */
 
 struct cr_cuda_shm_region {
-    cr_region_node node; /* first: the list's node is the region */
+    cr_owned node; /* first: the list's node is the region */
     cr_cuda_shm_info info;
     char *base;          /* the client's allocation, opened in this process (a device pointer) */
 };
 
-static void region_free(cr_region_node *n);
-static cr_region_list regions = CR_REGION_LIST(region_free);
+static void region_free(cr_owned *n);
+static cr_owned_list regions = CR_OWNED_LIST(region_free);
 static const cr_backend *backend;   /* set once at start, before any request */
 static int devices;
 static double idle_s;
@@ -30,7 +30,7 @@ void cr_cuda_shm_init(const cr_backend *b, int n_devices, double idle)
     idle_s = idle;
 }
 
-bool cr_cuda_shm_registered(const char *name) { return cr_region_registered(&regions, name); }
+bool cr_cuda_shm_registered(const char *name) { return cr_owned_exists(&regions, name); }
 
 /* ---- registration --------------------------------------------------------------------------- */
 
@@ -52,7 +52,7 @@ static int check_request(const char *name, int device_id, uint64_t byte_size, cr
 /* in_system_table: asked before this lock is taken, so no thread holds both tables' locks. */
 static int admit_locked(const char *name, bool in_system_table, cr_error *err)
 {
-    if (cr_region_find_locked(&regions, name) || in_system_table)
+    if (cr_owned_find_locked(&regions, name) || in_system_table)
         return cr_fail(err, 409, "already_exists", "name",
                        "shared memory region '%s' is already registered (unregister it first)", name);
     if (regions.n >= CR_SHM_MAX_REGIONS)
@@ -95,7 +95,7 @@ int cr_cuda_shm_register(const char *name, const void *handle, size_t handle_len
     in_system_table = cr_shm_registered(name);
     pthread_mutex_lock(&regions.mu);
     if ((rc = admit_locked(name, in_system_table, err)) == 0)
-        cr_region_append_locked(&regions, &r->node);
+        cr_owned_append_locked(&regions, &r->node);
     pthread_mutex_unlock(&regions.mu);
     if (rc) {
         backend->ipc_close(p);
@@ -106,7 +106,7 @@ int cr_cuda_shm_register(const char *name, const void *handle, size_t handle_len
 
 /* ---- unregistration ------------------------------------------------------------------------- */
 
-static void region_free(cr_region_node *n)
+static void region_free(cr_owned *n)
 {
     cr_cuda_shm_region *r = (cr_cuda_shm_region *)n;
     backend->ipc_close(r->base);
@@ -115,7 +115,7 @@ static void region_free(cr_region_node *n)
 
 int cr_cuda_shm_unregister(const char *name, cr_error *err)
 {
-    int holds = cr_region_unregister(&regions, name);
+    int holds = cr_owned_unregister(&regions, name);
     if (holds)
         return cr_fail(err, 409, "in_use", "name",
                        "CUDA shared memory region '%s' is in use by %d request%s; unregister it once they "
@@ -126,7 +126,7 @@ int cr_cuda_shm_unregister(const char *name, cr_error *err)
 int cr_cuda_shm_unregister_all(cr_error *err)
 {
     char kept[160];
-    int n_kept = cr_region_unregister_all(&regions, kept, sizeof kept);
+    int n_kept = cr_owned_unregister_all(&regions, kept, sizeof kept);
     if (n_kept)
         return cr_fail(err, 409, "in_use", "name",
                        "%d CUDA shared memory region%s in use by running requests stayed registered: %s", n_kept,
@@ -134,16 +134,16 @@ int cr_cuda_shm_unregister_all(cr_error *err)
     return 0;
 }
 
-void cr_cuda_shm_shutdown(void) { cr_region_clear(&regions); }
+void cr_cuda_shm_shutdown(void) { cr_owned_clear(&regions); }
 
-static void copy_info(const cr_region_node *n, void *dst)
+static void copy_info(const cr_owned *n, void *dst)
 {
     *(cr_cuda_shm_info *)dst = ((const cr_cuda_shm_region *)n)->info;
 }
 
 int cr_cuda_shm_status(const char *name, cr_cuda_shm_info **out, size_t *n, cr_error *err)
 {
-    int rc = cr_region_snapshot(&regions, name, sizeof **out, copy_info, (void **)out, n);
+    int rc = cr_owned_snapshot(&regions, name, sizeof **out, copy_info, (void **)out, n);
     if (rc == -1)
         return cr_fail(err, 404, "not_found", "name", "no CUDA shared memory region '%s' is registered", name);
     if (rc == -2)
@@ -158,7 +158,7 @@ cr_cuda_shm_region *cr_cuda_shm_acquire(const char *name, uint64_t offset, uint6
 {
     int rc;
     pthread_mutex_lock(&regions.mu);
-    cr_cuda_shm_region *r = (cr_cuda_shm_region *)cr_region_find_locked(&regions, name);
+    cr_cuda_shm_region *r = (cr_cuda_shm_region *)cr_owned_find_locked(&regions, name);
     if (!r)
         rc = cr_fail(err, 400, "invalid_field", what, "%s: no shared memory region '%s' is registered", what, name);
     else if (offset > r->info.byte_size || bytes > r->info.byte_size - offset)
@@ -172,7 +172,7 @@ cr_cuda_shm_region *cr_cuda_shm_acquire(const char *name, uint64_t offset, uint6
                      (unsigned long long)offset, align);
     else {
         rc = 0;
-        r->node.holds++;
+        cr_owned_hold_locked(&r->node);
         *p = r->base + offset;
         *device = r->info.device_id;
     }
@@ -183,13 +183,13 @@ cr_cuda_shm_region *cr_cuda_shm_acquire(const char *name, uint64_t offset, uint6
 void cr_cuda_shm_release(void *region)
 {
     if (region)
-        cr_region_release(&regions, &((cr_cuda_shm_region *)region)->node, cr_now());
+        cr_owned_release(&regions, &((cr_cuda_shm_region *)region)->node, cr_now());
 }
 
 /* A client that dies leaves its handle opened here, keeping its allocation alive: what nobody
  * used for --shm-idle-s goes (the system table also watches objects and processes; a CUDA
  * handle offers neither). */
-static bool idle_too_long(cr_region_node *r, double now)
+static bool idle_too_long(cr_owned *r, double now)
 {
     if (idle_s <= 0 || now - r->last_used <= idle_s)
         return false;
@@ -198,11 +198,11 @@ static bool idle_too_long(cr_region_node *r, double now)
     return true;
 }
 
-int cr_cuda_shm_sweep(double now) { return cr_region_sweep(&regions, idle_too_long, now); }
+int cr_cuda_shm_sweep(double now) { return cr_owned_sweep(&regions, idle_too_long, now); }
 
 int cr_cuda_shm_write(void *dst, const void *src, size_t bytes)
 {
     return backend && backend->device_write && backend->device_write(dst, src, bytes) == CR_OK ? 0 : -1;
 }
 
-void cr_cuda_shm_usage(uint64_t *n, uint64_t *bytes) { cr_region_usage(&regions, n, bytes); }
+void cr_cuda_shm_usage(uint64_t *n, uint64_t *bytes) { cr_owned_usage(&regions, n, bytes); }

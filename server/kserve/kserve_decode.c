@@ -14,6 +14,7 @@
 
 #include "server/codec/json_array.h"
 #include "server/codec/json_matrix.h"
+#include "server/engine/tensors.h"
 #include "server/kserve/kserve_internal.h"
 #include "kernels/hist_range.h"
 
@@ -32,6 +33,7 @@ typedef struct {
     uint64_t count;
     const cJSON *data; /* JSON numbers, or NULL for binary */
     cr_jarray json;    /* data's form and shape, measured */
+    cr_tensor *tensor; /* parameters.tensor: a resident tensor, held until the slot takes it */
     bool binary;       /* binary: its bytes are the binary section's [bin_off, + count * size) */
     uint64_t bin_off;
     cr_ks_shm shm;     /* or in a registered shared-memory region (kserve_shm.c) */
@@ -52,6 +54,7 @@ typedef struct {
     const cr_jfast *fast; /* the header's numeric arrays, outside cJSON */
     ks_input in[CR_KS_MAX_IO];
     cr_ks_source *src; /* the binary section after the header; NULL when none */
+    const char *owner; /* who asks: the resident tensors inputs name are theirs */
     cr_shape c_full;   /* gemm: c aligned with the result (server/shape.h) */
     bool c_expand;     /* c broadcasts within its matrices: expanded once filled */
     uint64_t bin_used;
@@ -344,12 +347,12 @@ static int measure_binary(const cJSON *size_node, const cr_ks_tensor *spec, ks_i
 }
 
 /* "parameters" of an input: binary_data_size, or where in shared memory its data is. */
-static int input_params(const cJSON *t, const cJSON **size, const char *name, cr_error *err)
+static int input_params(const cJSON *t, const cJSON **size, const cJSON **tensor, const char *name, cr_error *err)
 {
     static const char *const allowed[] = {"binary_data_size", "shared_memory_region",
-                                          "shared_memory_byte_size", "shared_memory_offset", NULL};
+                                          "shared_memory_byte_size", "shared_memory_offset", "tensor", NULL};
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(t, "parameters");
-    *size = NULL;
+    *size = *tensor = NULL;
     if (!p)
         return 0;
     if (!cJSON_IsObject(p))
@@ -358,6 +361,31 @@ static int input_params(const cJSON *t, const cJSON **size, const char *name, cr
     if (check_members(p, "an input's parameters", allowed, err))
         return -1;
     *size = cJSON_GetObjectItemCaseSensitive(p, "binary_data_size");
+    *tensor = cJSON_GetObjectItemCaseSensitive(p, "tensor");
+    if (*tensor && !cJSON_IsString(*tensor))
+        return cr_fail(err, 400, "invalid_field", name, "input %s: parameters.tensor must be a resident tensor's id or "
+                       "name", name);
+    return 0;
+}
+
+/* parameters.tensor: a resident tensor of the asker's (held from here), of the input's shape and
+ * datatype exactly. */
+static int measure_tensor(ks_ctx *x, const cJSON *ref, const cr_ks_tensor *spec, ks_input *in, cr_error *err)
+{
+    char field[64], want[160], got[160];
+    snprintf(field, sizeof field, "%s.parameters.tensor", spec->name);
+    if (!(in->tensor = cr_tensor_acquire(x->owner, ref->valuestring, field, err)))
+        return -1;
+    const cr_shape *s = cr_tensor_shape(in->tensor);
+    if (cr_tensor_dtype(in->tensor) != in->dt)
+        return cr_fail(err, 400, "invalid_field", field, "input %s is %s but tensor %.64s is %s", spec->name,
+                       cr_ks_datatype_name(in->dt), ref->valuestring, cr_dtype_name(cr_tensor_dtype(in->tensor)));
+    if (s->rank != in->shape.rank || memcmp(s->dims, in->shape.dims, sizeof s->dims[0] * (size_t)s->rank)) {
+        cr_shape_format(s, got, sizeof got);
+        cr_shape_format(&in->shape, want, sizeof want);
+        return cr_fail(err, 400, "invalid_field", field, "input %s has shape %s but tensor %.64s is %s", spec->name,
+                       want, ref->valuestring, got);
+    }
     return 0;
 }
 
@@ -379,17 +407,19 @@ static int measure_input(const cJSON *t, int index, ks_ctx *x, cr_error *err)
         return cr_fail(err, 400, "invalid_field", spec->name, "input %s appears twice", spec->name);
     in->present = true;
     in->index = index;
-    const cJSON *size, *data = cJSON_GetObjectItemCaseSensitive(t, "data");
+    const cJSON *size, *tensor, *data = cJSON_GetObjectItemCaseSensitive(t, "data");
     if (check_members(t, "an input", fields, err) || input_datatype(t, spec, in, err) ||
-        input_shape(x, t, spec, in, x->lim, err) || input_params(t, &size, spec->name, err) ||
+        input_shape(x, t, spec, in, x->lim, err) || input_params(t, &size, &tensor, spec->name, err) ||
         cr_ks_shm_parse(cJSON_GetObjectItemCaseSensitive(t, "parameters"), spec->name, &in->shm, err))
         return -1;
-    if ((data != NULL) + (size != NULL) + in->shm.on != 1)
+    if ((data != NULL) + (size != NULL) + in->shm.on + (tensor != NULL) != 1)
         return cr_fail(err, 400, "invalid_field", spec->name,
-                       "input %s needs exactly one of data, parameters.binary_data_size or "
-                       "parameters.shared_memory_region",
+                       "input %s needs exactly one of data, parameters.binary_data_size, "
+                       "parameters.shared_memory_region or parameters.tensor",
                        spec->name);
     in->data = data;
+    if (tensor)
+        return measure_tensor(x, tensor, spec, in, err);
     if (in->shm.on)
         return cr_ks_shm_measure(&in->shm, spec->name, in->count * cr_dtype_size(in->dt), err);
     return data ? measure_json_data(x, data, spec, in, err) : measure_binary(size, spec, in, x, err);
@@ -570,10 +600,15 @@ static int refuse_nan(const cr_hist_task *h, cr_dtype dt, cr_error *err)
 }
 
 /* An input's buffer: its bytes in shared memory, as they are, or a copy of what the body holds. */
-static void *input_buffer(const ks_ctx *x, cr_request *r, int slot, cr_error *err)
+static void *input_buffer(ks_ctx *x, cr_request *r, int slot, cr_error *err)
 {
-    const ks_input *in = &x->in[slot];
+    ks_input *in = &x->in[slot];
     size_t es = cr_dtype_size(in->dt);
+    if (in->tensor) {
+        cr_tensor *t = in->tensor;
+        in->tensor = NULL; /* the slot's from here */
+        return cr_request_bind_tensor(r, slot, t, err) ? NULL : cr_tensor_data(t);
+    }
     if (in->shm.on)
         return cr_ks_shm_fill_input(r, slot, &in->shm, x->m->inputs[slot].name, in->count * es, es, err);
     return fill_input(x, r, slot, err);
@@ -742,26 +777,32 @@ static int read_memory(cr_ks_source *s, uint64_t off, void *dst, size_t n, cr_er
 int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
                  const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err)
 {
-    return cr_ks_decode_alloc(m, body, len, header_len, lim, (cr_host_allocator){0}, req, spec, err);
+    return cr_ks_decode_alloc(m, body, len, header_len, lim, (cr_host_allocator){0}, "", req, spec, err);
 }
 
 int cr_ks_decode_alloc(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
-                       const cr_limits *lim, cr_host_allocator alloc, cr_request *req, cr_ks_spec *spec,
-                       cr_error *err)
+                       const cr_limits *lim, cr_host_allocator alloc, const char *owner, cr_request *req,
+                       cr_ks_spec *spec, cr_error *err)
 {
     size_t hl = header_len < 0 ? len : (size_t)header_len;
     memory_source ms = {{len - hl, read_memory, alloc}, body + hl};
-    return cr_ks_decode_from(m, body, hl, header_len < 0 ? NULL : &ms.src, lim, req, spec, err);
+    return cr_ks_decode_from_as(m, body, hl, header_len < 0 ? NULL : &ms.src, lim, owner, req, spec, err);
 }
 
 int cr_ks_decode_from(const cr_ks_model *m, const char *header, size_t hl, cr_ks_source *src,
                       const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err)
 {
+    return cr_ks_decode_from_as(m, header, hl, src, lim, "", req, spec, err);
+}
+
+int cr_ks_decode_from_as(const cr_ks_model *m, const char *header, size_t hl, cr_ks_source *src, const cr_limits *lim,
+                         const char *owner, cr_request *req, cr_ks_spec *spec, cr_error *err)
+{
     memset(req, 0, sizeof *req);
     memset(spec, 0, sizeof *spec);
     spec->model = m;
     cr_jfast fast = {0};
-    ks_ctx x = {.m = m, .lim = lim, .fast = &fast, .src = src};
+    ks_ctx x = {.m = m, .lim = lim, .fast = &fast, .src = src, .owner = owner ? owner : ""};
     /* through the fast path (server/codec/json_fastarray.h): its numeric arrays never become
      * cJSON nodes, and what does is bounded */
     cJSON *root = cr_json_parse_document(header, hl, &fast, "the inference request",
@@ -769,6 +810,8 @@ int cr_ks_decode_from(const cr_ks_model *m, const char *header, size_t hl, cr_ks
     int rc = root ? decode_root(root, &x, req, spec, err) : -1;
     cJSON_Delete(root);
     cr_jfast_free(&fast);
+    for (int k = 0; k < CR_KS_MAX_IO; k++) /* a failed decode's held tensors */
+        cr_tensor_release(x.in[k].tensor);
     if (rc) {
         cr_request_free(req);
         cr_ks_spec_free(spec);

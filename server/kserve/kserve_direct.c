@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/engine/owned.h"
 #include "server/http/body_stream.h"
 #include "server/http/respond.h"
 #include "server/http/upload.h"
@@ -134,7 +135,10 @@ static void decode(cr_conn *c, cr_ks_upload *u, cr_body_stream *s)
     ss.src.alloc.sink = NULL; /* tensors land in host memory: KServe's decode reads some of them there */
     int rc = cr_request_decode_charge(u->header_len, &u->err);
     if (rc == 0) {
-        rc = cr_ks_decode_from(u->model, header, (size_t)u->header_len, &ss.src, &lim, &u->req, u->spec, &u->err);
+        char owner[CR_OWNER_MAX];
+        cr_peer_client(&c->peer, c->authenticated, owner, sizeof owner);
+        rc = cr_ks_decode_from_as(u->model, header, (size_t)u->header_len, &ss.src, &lim, owner, &u->req, u->spec,
+                                  &u->err);
         cr_request_decode_release(u->header_len);
     }
     free(header);

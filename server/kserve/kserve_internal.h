@@ -85,13 +85,16 @@ typedef struct cr_ks_source {
  * -1 with err filled and *req and *spec freed. */
 int cr_ks_decode(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
                  const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err);
-/* The same, binary inputs in buffers from alloc (the backend's host memory). */
+/* The same, binary inputs in buffers from alloc (the backend's host memory), for owner (whose
+ * resident tensors inputs may name: "parameters": {"tensor": "ID"}, server/engine/tensors.h). */
 int cr_ks_decode_alloc(const cr_ks_model *m, const char *body, size_t len, int64_t header_len,
-                       const cr_limits *lim, cr_host_allocator alloc, cr_request *req, cr_ks_spec *spec,
-                       cr_error *err);
+                       const cr_limits *lim, cr_host_allocator alloc, const char *owner, cr_request *req,
+                       cr_ks_spec *spec, cr_error *err);
 /* The JSON header (hl bytes) in memory, the binary section (if any: src) from src. */
 int cr_ks_decode_from(const cr_ks_model *m, const char *header, size_t hl, cr_ks_source *src,
                       const cr_limits *lim, cr_request *req, cr_ks_spec *spec, cr_error *err);
+int cr_ks_decode_from_as(const cr_ks_model *m, const char *header, size_t hl, cr_ks_source *src, const cr_limits *lim,
+                         const char *owner, cr_request *req, cr_ks_spec *spec, cr_error *err);
 void cr_ks_spec_free(cr_ks_spec *s);
 
 /* The shared_memory_* members of a tensor's "parameters" (an object, or NULL) into *out; out->on

@@ -14,6 +14,7 @@
 #include "server/codec/json_encode.h"
 #include "server/http/respond.h"
 #include "server/http/submit.h"
+#include "server/engine/owned.h"
 #include "server/http/upload.h"
 #include "server/kserve/kserve_internal.h"
 
@@ -271,7 +272,9 @@ static int decode_body(cr_conn *c, const cr_ks_model *m, cr_request *req, cr_ks_
     /* binary tensors into the backend's host memory (pinned on cuda), without its device sinks */
     cr_host_allocator alloc = cr_upload_allocator(c);
     alloc.sink = NULL;
-    int rc = cr_ks_decode_alloc(m, c->body ? c->body : "", c->len, hl, &lim, alloc, req, *spec, err);
+    char owner[CR_OWNER_MAX];
+    cr_peer_client(&c->peer, c->authenticated, owner, sizeof owner);
+    int rc = cr_ks_decode_alloc(m, c->body ? c->body : "", c->len, hl, &lim, alloc, owner, req, *spec, err);
     cr_request_decode_release(c->len);
     return rc;
 }

@@ -14,14 +14,14 @@
 #include <unistd.h>
 
 #include "server/clock.h"
-#include "server/kserve/region_list.h"
+#include "server/engine/owned.h"
 #include "server/memory.h"
 #include "server/obs/log.h"
 
 #define MAX_EXACT 9007199254740992ull /* 2^53: JSON numbers are exact up to here */
 
 struct cr_shm_region {
-    cr_region_node node; /* first: the list's node is the region */
+    cr_owned node; /* first: the list's node is the region */
     cr_shm_info info;
     int fd;             /* kept open: each hold checks the object still covers the region */
     dev_t dev;          /* the object's identity, for aliasing between regions */
@@ -35,8 +35,8 @@ struct cr_shm_region {
     int pidfd;          /* the owner's process, readable once it exited; -1: none watched */
 };
 
-static void region_free_node(cr_region_node *n);
-static cr_region_list regions = CR_REGION_LIST(region_free_node);
+static void region_free_node(cr_owned *n);
+static cr_owned_list regions = CR_OWNED_LIST(region_free_node);
 static cr_shm_limits limits;        /* set once at start, before any request */
 
 void cr_shm_init(const cr_shm_limits *lim) { limits = *lim; }
@@ -95,16 +95,8 @@ static int check_sizes(uint64_t offset, uint64_t byte_size, cr_error *err)
 
 /* ---- the table (mu held) -------------------------------------------------------------------- */
 
-static cr_shm_region *find_locked(const char *name) { return (cr_shm_region *)cr_region_find_locked(&regions, name); }
+static cr_shm_region *find_locked(const char *name) { return (cr_shm_region *)cr_owned_find_locked(&regions, name); }
 
-static uint64_t client_bytes_locked(const char *client)
-{
-    uint64_t sum = 0;
-    for (const cr_region_node *n = regions.head; n; n = n->next)
-        if (strcmp(((const cr_shm_region *)n)->owner.client, client) == 0)
-            sum += n->byte_size;
-    return sum;
-}
 
 /* Whether one more region of byte_size may join: the name free, room in the table, the cap, and
  * the client's cap. */
@@ -121,7 +113,7 @@ static int admit_locked(const char *name, uint64_t byte_size, const char *client
                        "registering %llu more bytes would pass --shm-max-mb (%llu MiB, %llu bytes "
                        "registered now)", (unsigned long long)byte_size,
                        (unsigned long long)(limits.max_bytes >> 20), (unsigned long long)regions.bytes);
-    uint64_t mine = client_bytes_locked(client);
+    uint64_t mine = cr_owned_owner_bytes_locked(&regions, client);
     if (limits.client_max_bytes && byte_size > limits.client_max_bytes - mine)
         return cr_fail(err, 507, "shm_limit", "byte_size",
                        "registering %llu more bytes would pass --shm-client-max-mb (%llu MiB) for client "
@@ -148,7 +140,7 @@ static void region_free(cr_shm_region *r)
     free(r);
 }
 
-static void region_free_node(cr_region_node *n) { region_free((cr_shm_region *)n); }
+static void region_free_node(cr_owned *n) { region_free((cr_shm_region *)n); }
 
 /* The object must be a regular file at least offset + byte_size long. */
 static int check_object(cr_shm_region *r, cr_error *err)
@@ -220,6 +212,7 @@ static cr_shm_region *region_new(const char *name, const char *key, uint64_t off
     r->node.byte_size = byte_size;
     if (owner)
         r->owner = *owner;
+    snprintf(r->node.owner, sizeof r->node.owner, "%s", r->owner.client);
     if (r->owner.pid > 0 && (r->pidfd = watch_pid(r->owner.pid)) < 0 && errno == ESRCH) {
         cr_fail(err, 400, "invalid_field", "name", "the process that registers region '%s' has exited", name);
         region_free(r);
@@ -269,7 +262,7 @@ int cr_shm_register(const char *name, const char *key, uint64_t offset, uint64_t
     pthread_mutex_lock(&regions.mu);
     if ((rc = admit_locked(name, byte_size, owner->client, err)) == 0) {
         r->node.last_used = cr_now();
-        cr_region_append_locked(&regions, &r->node);
+        cr_owned_append_locked(&regions, &r->node);
     }
     pthread_mutex_unlock(&regions.mu);
     if (rc)
@@ -277,10 +270,10 @@ int cr_shm_register(const char *name, const char *key, uint64_t offset, uint64_t
     return rc;
 }
 
-/* Unpinning and unmapping happen outside the table's lock (region_list.c). */
+/* Unpinning and unmapping happen outside the table's lock (server/engine/owned.c). */
 int cr_shm_unregister(const char *name, cr_error *err)
 {
-    int holds = cr_region_unregister(&regions, name);
+    int holds = cr_owned_unregister(&regions, name);
     if (holds)
         return cr_fail(err, 409, "in_use", "name",
                        "shared memory region '%s' is in use by %d request%s; unregister it once they "
@@ -291,7 +284,7 @@ int cr_shm_unregister(const char *name, cr_error *err)
 int cr_shm_unregister_all(cr_error *err)
 {
     char kept[160];
-    int n_kept = cr_region_unregister_all(&regions, kept, sizeof kept);
+    int n_kept = cr_owned_unregister_all(&regions, kept, sizeof kept);
     if (n_kept)
         return cr_fail(err, 409, "in_use", "name",
                        "%d shared memory region%s in use by running requests stayed registered: %s",
@@ -299,14 +292,14 @@ int cr_shm_unregister_all(cr_error *err)
     return 0;
 }
 
-void cr_shm_shutdown(void) { cr_region_clear(&regions); }
+void cr_shm_shutdown(void) { cr_owned_clear(&regions); }
 
-static void copy_info(const cr_region_node *n, void *dst) { *(cr_shm_info *)dst = ((const cr_shm_region *)n)->info; }
+static void copy_info(const cr_owned *n, void *dst) { *(cr_shm_info *)dst = ((const cr_shm_region *)n)->info; }
 
 int cr_shm_status(const char *name, cr_shm_info **out, size_t *n, cr_error *err)
 {
     cr_shm_sweep(cr_now());
-    int rc = cr_region_snapshot(&regions, name, sizeof **out, copy_info, (void **)out, n);
+    int rc = cr_owned_snapshot(&regions, name, sizeof **out, copy_info, (void **)out, n);
     if (rc == -1)
         return cr_fail(err, 404, "not_found", "name", "no system shared memory region '%s' is registered",
                        name);
@@ -315,7 +308,7 @@ int cr_shm_status(const char *name, cr_shm_info **out, size_t *n, cr_error *err)
     return 0;
 }
 
-bool cr_shm_registered(const char *name) { return cr_region_registered(&regions, name); }
+bool cr_shm_registered(const char *name) { return cr_owned_exists(&regions, name); }
 
 /* ---- holds ---------------------------------------------------------------------------------- */
 
@@ -352,7 +345,7 @@ cr_shm_region *cr_shm_acquire(const char *name, uint64_t offset, uint64_t bytes,
                : cr_fail(err, 400, "invalid_field", what,
                          "%s: no system shared memory region '%s' is registered", what, name);
     if (rc == 0) {
-        r->node.holds++;
+        cr_owned_hold_locked(&r->node);
         *p = r->base + offset;
     }
     pthread_mutex_unlock(&regions.mu);
@@ -362,7 +355,7 @@ cr_shm_region *cr_shm_acquire(const char *name, uint64_t offset, uint64_t bytes,
 void cr_shm_release(void *region)
 {
     if (region)
-        cr_region_release(&regions, &((cr_shm_region *)region)->node, cr_now());
+        cr_owned_release(&regions, &((cr_shm_region *)region)->node, cr_now());
 }
 
 bool cr_shm_overlap(const cr_shm_region *a, const void *p, size_t n, const cr_shm_region *b,
@@ -397,7 +390,7 @@ static const char *stale_why(const cr_shm_region *r, double now, char *why, size
     return NULL;
 }
 
-static bool stale(cr_region_node *n, double now)
+static bool stale(cr_owned *n, double now)
 {
     const cr_shm_region *r = (const cr_shm_region *)n;
     char why[CR_SHM_KEY_MAX + 64];
@@ -408,6 +401,6 @@ static bool stale(cr_region_node *n, double now)
     return true;
 }
 
-int cr_shm_sweep(double now) { return cr_region_sweep(&regions, stale, now); }
+int cr_shm_sweep(double now) { return cr_owned_sweep(&regions, stale, now); }
 
-void cr_shm_usage(uint64_t *n, uint64_t *bytes) { cr_region_usage(&regions, n, bytes); }
+void cr_shm_usage(uint64_t *n, uint64_t *bytes) { cr_owned_usage(&regions, n, bytes); }

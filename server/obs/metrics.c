@@ -14,7 +14,7 @@
 
 #define N_CODES 600
 #define N_PHASES 6
-static const char *const route_names[CR_ROUTE_COUNT] = {"gemm", "ata", "histogram", "jobs", "other"};
+static const char *const route_names[CR_ROUTE_COUNT] = {"gemm", "ata", "histogram", "jobs", "tensors", "other"};
 /* receive: first byte of the request to its job queued (upload and decode) */
 static const char *const phase_names[N_PHASES] = {"receive", "queue", "h2d", "kernel", "d2h", "total"};
 static const double bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -398,6 +398,24 @@ static void render_memory(text *t, const cr_metrics_gauges *g)
               "Bytes of the registered CUDA shared memory regions: the clients' device memory, which "
               "kernels read and write in place.",
               g->cuda_shm_registered_bytes);
+    static const struct {
+        const char *name, *type, *help;
+        size_t at;
+    } tensor_series[] = {
+        {"crunchd_tensors", "gauge", "Resident tensors (POST /v1/tensors, results kept), by where they live.", 0},
+        {"crunchd_tensor_bytes", "gauge", "Bytes of resident tensors, by where they live (at most --tensor-max-mb each).", 1},
+        {"crunchd_tensors_created_total", "counter", "Resident tensors made.", 2},
+        {"crunchd_tensors_expired_total", "counter", "Resident tensors freed after --tensor-idle-s unused.", 3},
+    };
+    for (size_t s = 0; s < sizeof tensor_series / sizeof tensor_series[0]; s++) {
+        put(t, "# HELP %s %s\n# TYPE %s %s\n", tensor_series[s].name, tensor_series[s].help, tensor_series[s].name,
+            tensor_series[s].type);
+        for (int i = 0; i < g->tensor_places; i++) {
+            const uint64_t v[4] = {g->tensors[i].count, g->tensors[i].bytes, g->tensors[i].created, g->tensors[i].expired};
+            put(t, "%s{device=\"%s\"} %llu\n", tensor_series[s].name, g->tensors[i].name,
+                (unsigned long long)v[tensor_series[s].at]);
+        }
+    }
 }
 
 static void render_process(text *t)

@@ -9,7 +9,7 @@
 #include "server/engine/job.h"
 
 /* Request labels beyond the three ops. */
-typedef enum { CR_ROUTE_GEMM, CR_ROUTE_ATA, CR_ROUTE_HISTOGRAM, CR_ROUTE_JOBS, CR_ROUTE_OTHER,
+typedef enum { CR_ROUTE_GEMM, CR_ROUTE_ATA, CR_ROUTE_HISTOGRAM, CR_ROUTE_JOBS, CR_ROUTE_TENSORS, CR_ROUTE_OTHER,
                CR_ROUTE_COUNT } cr_route_label;
 
 #define CR_METRICS_MAX_DEVICES 16
@@ -38,6 +38,12 @@ typedef struct {
     uint64_t results_kept_bytes; /* finished async results in the job table */
     uint64_t shm_regions, shm_registered_bytes; /* system shared memory registered by clients */
     uint64_t cuda_shm_regions, cuda_shm_registered_bytes; /* CUDA shared memory (device memory) */
+    /* Resident tensors, per place: [0] host memory, [1 + d] device d (server/engine/tensors.h) */
+    int tensor_places;
+    struct {
+        char name[16];   /* "host" or the device's index */
+        uint64_t count, bytes, created, expired;
+    } tensors[CR_METRICS_MAX_DEVICES + 1];
 } cr_metrics_gauges;
 
 void cr_metrics_reset(void);

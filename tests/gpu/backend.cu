@@ -237,7 +237,7 @@ static void test_every_kernel(void)
 {
     size_t n = 0;
     const cr_kernel *list = cr_kernels(B, &n);
-    expect(n == 22, "kernel list has 22 kernels");
+    expect(n == 24, "kernel list has 24 kernels");
     for (size_t i = 0; i < n; i++)
         for (int d = 0; d < CR_DT_COUNT; d++) {
             if (!(list[i].dtypes & CR_DT_BIT(d)))

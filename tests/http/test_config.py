@@ -229,7 +229,7 @@ def test_auto_cache_is_written_then_read_and_refused_from_another_build(start_da
     # the file reads as GET /v1/kernels writes the table (names, not enum numbers); rows whose
     # probe found no kernel are kept too, with kernel null
     fields = ("op", "dtype", "precision", "kernel", "ms", "probe")
-    kept = [{k: r[k] for k in fields} | {"size": "large" if r["large"] else "small"}
+    kept = [{k: r[k] for k in fields} | {"size": r["class"]}
             for r in doc["rows"] if r["kernel"] is not None]
     assert kept == table, (kept, table)
     first.stop()

@@ -10,8 +10,9 @@ import requests
 
 from . import _wire
 from .errors import JobTimeout, NonFiniteResult, error_from_response
+from .tensor import Tensor, output_field
 
-__all__ = ["Client", "Crunchd", "Retry", "Result", "HistogramResult", "Job",
+__all__ = ["Client", "Crunchd", "Retry", "Result", "HistogramResult", "Job", "Tensor",
            "DEFAULT_JSON_THRESHOLD", "TRANSPORTS"]
 
 DEFAULT_JSON_THRESHOLD = 64 * 1024
@@ -94,7 +95,8 @@ class Result:
     a list of {kernel, ms, gflops|gbps, max_rel_error, status}, else None; transport: "json" or
     "npy", how the answer came; sent: how the request went ("json", "multipart", "npy",
     "raw"; None for a job attached by id); headers: the response headers; raw: the JSON
-    answer (None for .npy). np.asarray(result) is the array.
+    answer (None for .npy); tensor: the resident Tensor the result was kept in (keep=, out=),
+    and then result is None. np.asarray(result) is the array.
     """
 
     def __init__(self, op, result, meta, transport, headers, raw=None):
@@ -114,21 +116,23 @@ class Result:
         self.sent = None
         self.headers = headers
         self.raw = raw
+        self.tensor = None
 
     def __array__(self, dtype=None, copy=None):
-        a = self.result
+        a = self.result if self.tensor is None else self.tensor.download()
         if dtype is not None:
             a = a.astype(dtype)
         return a.copy() if copy else a
 
     @property
     def shape(self):
-        return self.result.shape
+        return self.result.shape if self.tensor is None else self.tensor.shape
 
     def __repr__(self):
         t = self.timings.get("total")
         extra = f", total {t:.3f} ms" if t is not None else ""
-        return (f"<{type(self).__name__} {self.op} {self.result.dtype}{list(self.result.shape)} "
+        what = self.result if self.tensor is None else self.tensor
+        return (f"<{type(self).__name__} {self.op} {what.dtype}{list(what.shape)} "
                 f"kernel={self.kernel} id={self.id} via {self.transport}{extra}>")
 
 
@@ -164,7 +168,12 @@ class _Call:
         # JSON bodies carry the values as given (the daemon converts them to "dtype" and refuses
         # what does not fit, e.g. 1e300 as float32, as for any JSON client); binary bodies carry
         # the arrays converted to the job's dtype, made only when one is sent.
+        # resident tensors among the operands travel as references: {"tensor": id} in JSON,
+        # ?tensor_a=id beside a binary body
+        self.refs = {k: v for k, v in given.items() if isinstance(v, Tensor)}
+        given = {k: v for k, v in given.items() if not isinstance(v, Tensor)}
         self.json_arrays = given
+        self.output = None            # the JSON body's "output" (keep=, out=)
         self._dtype = np.dtype(json_dtype) if op != "histogram" else None
         self._arrays = None
         # bfloat16 travels as its bits (numpy has no bfloat16): '<u2' parts and ?dtype=bfloat16
@@ -194,6 +203,10 @@ class _Call:
                 body[name] = a.ravel().tolist()
             else:  # any rank: {"shape", "data"} in C order (a 2-D matrix, a stack, a vector)
                 body[name] = {"shape": [int(d) for d in a.shape], "data": a.ravel().tolist()}
+        for name, t in self.refs.items():
+            body[name] = {"tensor": t.id}
+        if self.output is not None:
+            body["output"] = self.output
         body["dtype"] = self.json_dtype
         for k, v in self.fields.items():
             if v is not None:
@@ -201,7 +214,14 @@ class _Call:
         return body
 
     def query(self):
-        q = {}
+        q = {("tensor_data" if k == "data" else f"tensor_{k}"): t.id for k, t in self.refs.items()}
+        out = (self.output or {}).get("tensor")
+        if isinstance(out, dict):
+            q["output"] = "tensor"
+            if out.get("name"):
+                q["output_name"] = out["name"]
+        elif out is not None:
+            q["output_into"] = out
         for k, v in self.fields.items():
             if v is None:
                 continue
@@ -245,7 +265,9 @@ _MAX_RANK = 8
 
 def _matrix(x, name, min_rank=1):
     """An operand as numpy.matmul takes it: a matrix, a stack of matrices (3 to 8 dimensions: the
-    leading ones broadcast), or (GEMM) a vector."""
+    leading ones broadcast), or (GEMM) a vector; or a resident Tensor, as it is."""
+    if isinstance(x, Tensor):
+        return x
     a = np.asarray(x)
     if not min_rank <= a.ndim <= _MAX_RANK:
         raise ValueError(f"{name} must have {min_rank} to {_MAX_RANK} dimensions, got shape {a.shape}")
@@ -394,7 +416,8 @@ class Client:
 
     # -- operations -------------------------------------------------------------------------
     def gemm(self, a, b, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
-             kernel="auto", precision=None, dtype=None, timeout_ms=None, transport=None):
+             kernel="auto", precision=None, dtype=None, timeout_ms=None, transport=None,
+             keep=None, out=None):
         """C = alpha·op(A)·op(B) + beta·C with numpy.matmul's rules; returns a Result (result: the
         m×n matrix, or [..., m, n] for stacks). a and b may be matrices, stacks of matrices (up
         to 8 dimensions: the leading ones broadcast, one request and one launch for the whole
@@ -406,24 +429,33 @@ class Client:
         are, else float32 (as the daemon's JSON default). The half types multiply with float32
         sums and answer in their own type. precision: None (the daemon's fp32) or "tf32".
         kernel: a name of kernels("gemm"), "auto", or "all" (compare every kernel: the table is
-        Result.kernels). timeout_ms: the job's deadline on the daemon."""
-        return self._sync(self._prepare_gemm(a, b, c, alpha, beta, trans_a, trans_b, kernel,
-                                             precision, dtype, timeout_ms), transport)
+        Result.kernels). timeout_ms: the job's deadline on the daemon.
 
-    def ata(self, a, kernel="auto", dtype=None, timeout_ms=None, transport=None):
+        Any operand may be a resident Tensor (upload()): it is named, not sent. keep=True (or a
+        name) keeps the result on the daemon as a new Tensor (Result.tensor; nothing comes
+        back but its metadata); out=t writes it into the existing tensor t, which must have the
+        result's shape and dtype: ``c.gemm(x, w, c=acc, beta=1, out=acc)`` is acc += x·w in
+        place."""
+        return self._sync(self._prepare_gemm(a, b, c, alpha, beta, trans_a, trans_b, kernel,
+                                             precision, dtype, timeout_ms, keep, out), transport)
+
+    def ata(self, a, kernel="auto", dtype=None, timeout_ms=None, transport=None, keep=None,
+            out=None):
         """AᵀA of an m×n matrix, or of each matrix of a stack [..., m, n]; returns a Result
-        (result: n×n, symmetric; [..., n, n] for a stack)."""
-        return self._sync(self._prepare_ata(a, kernel, dtype, timeout_ms), transport)
+        (result: n×n, symmetric; [..., n, n] for a stack). a may be a Tensor; keep=, out= as
+        for gemm."""
+        return self._sync(self._prepare_ata(a, kernel, dtype, timeout_ms, keep, out), transport)
 
     def histogram(self, data, bins=None, range=None, kernel="auto", timeout_ms=None,
-                  transport=None):
+                  transport=None, keep=None, out=None):
         """Counts per bin with numpy.histogram's rules, as the daemon applies them: bins equal
         bins over range (lo, hi), the last bin closed, values outside ignored; data of any shape
         is flattened. Float and integer data: bins defaults to 10 and range to (min, max).
         uint8 data: 256 bins over (0, 256) by default, one per byte value (numpy would take 10
-        over (min, max)). Returns a HistogramResult: ``counts, edges = c.histogram(x)``."""
-        return self._sync(self._prepare_histogram(data, bins, range, kernel, timeout_ms),
-                          transport)
+        over (min, max)). Returns a HistogramResult: ``counts, edges = c.histogram(x)``. data
+        may be a Tensor; keep=, out= as for gemm (the counts kept, uint64)."""
+        return self._sync(self._prepare_histogram(data, bins, range, kernel, timeout_ms, keep,
+                                                  out), transport)
 
     def submit(self, op, *args, transport=None, **kwargs):
         """Queues op ("gemm", "ata", "histogram") with the arguments of the method of that name
@@ -441,6 +473,30 @@ class Client:
     def job(self, job_id):
         """A Job for an id the daemon gave earlier (nothing is sent yet)."""
         return Job(self, job_id, transport=self.transport)
+
+    # -- resident tensors -------------------------------------------------------------------
+    def upload(self, array, name=None):
+        """Keeps array on the daemon (device memory on a GPU) and returns its Tensor, to name
+        in later requests instead of sending it again. name: a name of this client's own (a
+        second upload of a name is refused while the first lives: delete it first). Any dtype
+        numpy has a .npy for; sent as .npy, without a copy of a contiguous array."""
+        a = np.asarray(array)
+        params = {"name": name} if name else None
+        r = self._request("POST", "/v1/tensors", params=params, data=_wire.npy_body(a),
+                          content_type="application/x-npy")
+        return Tensor(self, r.json())
+
+    def tensor(self, ref):
+        """The Tensor of an id or name (raises NotFound)."""
+        return Tensor(self, self._request("GET", f"/v1/tensors/{ref}").json())
+
+    def tensors(self):
+        """This client's resident tensors."""
+        return [Tensor(self, t) for t in self._request("GET", "/v1/tensors").json()["tensors"]]
+
+    def _download_tensor(self, ref):
+        r = self._request("GET", f"/v1/tensors/{ref}", accept_npy=True)
+        return _wire.read_npy(r)
 
     # -- service ----------------------------------------------------------------------------
     def info(self):
@@ -489,33 +545,37 @@ class Client:
 
     @staticmethod
     def _prepare_gemm(a, b, c=None, alpha=1.0, beta=0.0, trans_a=False, trans_b=False,
-                      kernel="auto", precision=None, dtype=None, timeout_ms=None):
+                      kernel="auto", precision=None, dtype=None, timeout_ms=None, keep=None,
+                      out=None):
         a, b = _matrix(a, "a"), _matrix(b, "b")
         c = None if c is None else _matrix(c, "c", min_rank=0)
         dt = _matrix_dtype(dtype, a, b, c, half=True)
         given = {"a": a, "b": b} if c is None else {"a": a, "b": b, "c": c}
-        out = _matmul_shape(a.shape, b.shape, trans_a, trans_b)
         fields = {"kernel": kernel, "alpha": float(alpha), "beta": float(beta),
                   "trans_a": bool(trans_a), "trans_b": bool(trans_b), "precision": precision,
                   "timeout_ms": None if timeout_ms is None else int(timeout_ms)}
         if dt.name == "bfloat16":
             fields["dtype"] = "bfloat16"
-        return _Call("gemm", given, fields, dt.name, int(np.prod(out)) * dt.itemsize, True)
+        shape = _matmul_shape(a.shape, b.shape, trans_a, trans_b)
+        return _kept(_Call("gemm", given, fields, dt.name, int(np.prod(shape)) * dt.itemsize, True),
+                     keep, out)
 
     @staticmethod
-    def _prepare_ata(a, kernel="auto", dtype=None, timeout_ms=None):
+    def _prepare_ata(a, kernel="auto", dtype=None, timeout_ms=None, keep=None, out=None):
         a = _matrix(a, "a", min_rank=2)
         dt = _matrix_dtype(dtype, a)
         fields = {"kernel": kernel, "timeout_ms": None if timeout_ms is None else int(timeout_ms)}
         n = a.shape[-1]
-        return _Call("ata", {"a": a}, fields, dt.name, int(np.prod(a.shape[:-2])) * n * n * dt.itemsize, True)
+        call = _Call("ata", {"a": a}, fields, dt.name, int(np.prod(a.shape[:-2])) * n * n * dt.itemsize, True)
+        return _kept(call, keep, out)
 
     @staticmethod
-    def _prepare_histogram(data, bins=None, range=None, kernel="auto", timeout_ms=None):
-        d = np.asarray(data)
-        if d.dtype == np.float16:
+    def _prepare_histogram(data, bins=None, range=None, kernel="auto", timeout_ms=None, keep=None,
+                           out=None):
+        d = data if isinstance(data, Tensor) else np.asarray(data)
+        if d.dtype == np.float16 and not isinstance(d, Tensor):
             d = d.astype(np.float32)
-        if d.dtype.kind not in "uif" or d.dtype.itemsize > 8:
+        if not isinstance(d.dtype, np.dtype) or d.dtype.kind not in "uif" or d.dtype.itemsize > 8:
             raise TypeError(f"histogram data must be integers or float32/float64, not {d.dtype}")
         if not d.dtype.isnative:
             d = d.astype(d.dtype.newbyteorder("="))
@@ -533,13 +593,14 @@ class Client:
                   "timeout_ms": None if timeout_ms is None else int(timeout_ms)}
         json_dtype = _JSON_HIST_DTYPES.get(d.dtype, "float64")
         hist = {"range": range}  # what a uint8 answer's edges need (the daemon sends none)
-        return _Call("histogram", {"data": d}, fields, json_dtype, nbins * 8,
-                     d.dtype in _JSON_HIST_DTYPES, hist=hist)
+        return _kept(_Call("histogram", {"data": d}, fields, json_dtype, nbins * 8,
+                           d.dtype in _JSON_HIST_DTYPES, hist=hist), keep, out)
 
     # -- sending -----------------------------------------------------------------------------
     def _plan(self, call, transport):
         """(send binary?, ask for .npy?, raw bytes?) for call under transport."""
-        u8 = call.op == "histogram" and call.json_arrays["data"].dtype == np.uint8
+        u8 = call.op == "histogram" and "data" in call.json_arrays and \
+            call.json_arrays["data"].dtype == np.uint8
         if transport == "raw" and not u8:
             raise ValueError("transport='raw' is for uint8 histograms only")
         if transport == "auto":
@@ -554,8 +615,10 @@ class Client:
         else:
             binary = accept = True
             raw = transport == "raw"
-        if call.compare:  # the comparison table comes in the JSON answer only
+        if call.compare or call.output is not None:  # the answer is JSON: a table, a tensor's metadata
             accept = False
+        if not call.json_arrays:  # every operand a resident tensor: a few bytes of JSON
+            binary = raw = False
         return binary, accept, raw
 
     @staticmethod
@@ -654,7 +717,10 @@ class Client:
         ctype = r.headers.get("Content-Type", "")
         if ctype.startswith("application/x-npy"):
             return self._parse_npy(r, hist)
-        return self._parse_json(r, hist)
+        res = self._parse_json(r, hist)
+        if res.result is None:
+            res.tensor = Tensor(self, res.raw["result"]["tensor"])
+        return res
 
     @staticmethod
     def _parse_json(r, hist):
@@ -665,6 +731,8 @@ class Client:
                 "dtype": body.get("dtype"), "timings": dict(body.get("timings_ms") or {}),
                 "batch": body.get("batch"), "gflops": body.get("gflops"),
                 "gbps": body.get("gbps"), "kernels": body.get("kernels")}
+        if "tensor" in res:  # kept on the daemon (keep=, out=): Client._parse makes the Tensor
+            return Result(op, None, meta, "json", r.headers, body)
         if op == "histogram":
             counts = np.asarray(res["counts"], dtype=np.uint64)
             if "edges" in res:
@@ -710,6 +778,11 @@ class Client:
         if dtype == "bfloat16" and arr.dtype == np.uint16 and _bfloat16() is not None:
             arr = arr.view(_bfloat16())
         return Result(op, arr, meta, "npy", h)
+
+
+def _kept(call, keep, out):
+    call.output = output_field(keep, out)
+    return call
 
 
 def _uint8_edges(hist, bins):

@@ -86,8 +86,14 @@ class NonFiniteResult(CrunchdError):
 
 
 class Conflict(CrunchdError):
-    """409 already_exists or in_use: a shared-memory region of that name is registered, or a
-    running request holds the region being unregistered (try again once it is answered)."""
+    """409 already_exists or in_use: a resident tensor or shared-memory region of that name
+    exists, or a running request holds the region being unregistered (try again once it is
+    answered)."""
+
+
+class TensorLimit(CrunchdError):
+    """507 tensor_limit: keeping the tensor would pass --tensor-max-mb or this client's
+    --tensor-client-max-mb; no other tensor is ever dropped to make room: delete some."""
 
 
 class SharedMemoryLimit(CrunchdError):
@@ -146,12 +152,8 @@ _BY_CODE = {
     "already_exists": Conflict,
     "in_use": Conflict,
     "shm_limit": SharedMemoryLimit,
+    "tensor_limit": TensorLimit,
     "internal": ServerError,
-    # /v2/systemsharedmemory only, which this client does not call: named so that every code of
-    # the contract has its class
-    "already_exists": CrunchdError,
-    "in_use": CrunchdError,
-    "shm_limit": CrunchdError,
 }
 
 _BY_STATUS = {
