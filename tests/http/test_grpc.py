@@ -10,7 +10,6 @@ import queue
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import threading
 import time
@@ -242,11 +241,7 @@ def test_stack_of_matrices_answers_its_whole_shape(client):
     a, b = r.uniform(-1, 1, (3, 5, 4)).astype(np.float32), r.uniform(-1, 1, (4, 6)).astype(np.float32)
     got = client.infer("gemm", [tensor("a", a), tensor("b", b)]).as_numpy("c")
     assert got.shape == (3, 5, 6)
-    ref = np.matmul(a.astype(np.float64), b)
-    # the cpu backend computes a stack's first matrix only (test_stacks.py fails there on /v1 and /v2
-    # alike since the stacks commits): the rest is checked where the kernels do stacks
-    n = 3 if BACKEND == "cuda" else 1
-    np.testing.assert_allclose(got[:n], ref[:n], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b), rtol=1e-5, atol=1e-5)
 
 
 def test_ata_and_half_precision(client):
@@ -571,27 +566,28 @@ def test_metrics_count_calls_by_method_and_code(client, gd):
 
 # -- HTTP/2 that is not gRPC --------------------------------------------------------------------------
 
-def curl_h2(port, path, *args, data=b""):
-    """One POST over HTTP/2 with prior knowledge (curl's nghttp2): the answer's head and body."""
+def curl_h2(port, path, *args):
+    """One POST without a body over HTTP/2 with prior knowledge (curl's nghttp2): the answer's head
+    and body. No body: these calls are refused on their headers, and curl 7.88 handles an answer
+    that comes before its request body is sent badly (it waits, or takes the reset for a failure)."""
     if not shutil.which("curl"):
         pytest.skip("curl is not installed (make deps)")
     p = subprocess.run(["curl", "-sS", "-i", "--http2-prior-knowledge", "--max-time", str(int(20 * SLOW)),
-                        "-X", "POST", *args, "--data-binary", "@-", f"http://127.0.0.1:{port}{path}"],
-                       input=data, capture_output=True, timeout=60 * SLOW)
+                        "-X", "POST", *args, f"http://127.0.0.1:{port}{path}"],
+                       capture_output=True, timeout=60 * SLOW)
     assert p.returncode == 0, p.stderr
     return p.stdout.decode(errors="replace")
 
 
 def test_non_grpc_content_type_is_415(gd):
-    out = curl_h2(gd.grpc_port, SVC + "ServerLive", "-H", "content-type: application/json", data=b"{}")
+    out = curl_h2(gd.grpc_port, SVC + "ServerLive", "-H", "content-type: application/json")
     assert out.startswith("HTTP/2 415"), out
     assert re.search(r"grpc-status: 3\b", out) and "content-type" in out.lower()
 
 
 def test_unknown_grpc_encoding_is_unimplemented_with_accept_encoding(gd):
-    msg = b"\x01" + struct.pack(">I", 3) + b"abc"
     out = curl_h2(gd.grpc_port, SVC + "ServerLive", "-H", "content-type: application/grpc", "-H", "te: trailers",
-                  "-H", "grpc-encoding: snappy", data=msg)
+                  "-H", "grpc-encoding: snappy")
     assert re.search(r"grpc-status: 12\b", out), out
     assert re.search(r"grpc-accept-encoding: identity,deflate,gzip", out), out
     assert "snappy" in out
