@@ -133,7 +133,8 @@ void cr_grpc_call_headers_done(cr_grpc_call *c, const cr_grpc_method *m)
         return;
     c->method = m;
     c->authenticated = c->srv->auth.enabled && c->auth_ok;
-    cr_grpc_reader_init(&c->rd, m->big ? c->srv->max_message : CR_GRPC_SMALL_MESSAGE_MAX, c->coding);
+    cr_grpc_reader_init(&c->rd, m->big ? c->srv->max_message : CR_GRPC_SMALL_MESSAGE_MAX, c->coding,
+                        m->big ? &c->srv->messages : NULL);
 }
 
 /* ---- request messages ------------------------------------------------------------------------ */

@@ -17,6 +17,7 @@
 #include "server/grpc/grpc_methods.h"
 #include "server/http/peer.h"
 #include "server/obs/log.h"
+#include "server/obs/metrics.h"
 
 /* Read per turn of the loop before the other connections get theirs. */
 #define READ_BUDGET (4u << 20)
@@ -24,6 +25,24 @@
 /* Output queued past this makes nghttp2 wait (its callbacks answer WOULDBLOCK) until the socket
  * took some: the queue holds copies only of small frames, references to the rest. */
 #define OUTQ_HIGH (8u << 20)
+
+/* Where the bytes read so far leave the client's stream: HTTP/2 frames (RFC 9113 §4.1) after the
+ * 24-byte preface. Followed beside nghttp2 so that the rest of a big DATA frame can be received
+ * straight into the message its bytes belong to (grpc_frame.h's cr_grpc_reader_dest). */
+typedef struct {
+    uint32_t preface_left;
+    uint8_t hdr[9];
+    unsigned hdr_have;      /* 9: inside a frame's payload (payload_left bytes to go) */
+    uint32_t payload_left;
+    uint8_t type, flags;
+    int32_t stream_id;
+} frame_track;
+
+#define PREFACE_LEN 24
+#define DATA_FRAME 0x0
+#define PADDED 0x8
+/* A direct receive is worth a system call of its own from this size on. */
+#define DIRECT_MIN (64u << 10)
 
 struct cr_grpc_conn {
     cr_grpc_server *srv;
@@ -34,6 +53,7 @@ struct cr_grpc_conn {
     cr_peer peer;
     uint8_t *rbuf;
     bool handshaken, dead, more_to_read, wants_write, goaway;
+    frame_track ft;
     cr_grpc_call *calls;
     cr_grpc_conn **dirty_head, *dirty_next;
     bool is_dirty;
@@ -171,6 +191,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *user)
 {
     (void)user;
+
     cr_grpc_call *call = call_of(s, f->hd.stream_id);
     if (!call)
         return 0;
@@ -309,6 +330,7 @@ cr_grpc_conn *cr_grpc_conn_new(cr_grpc_server *srv, cr_grpc_done *done, cr_grpc_
     c->done = done;
     c->tp = tp;
     c->dirty_head = dirty;
+    c->ft.preface_left = PREFACE_LEN;
     cr_grpc_outq_init(&c->outq);
     cr_peer_from_addr(sa, tp->fd, &c->peer);
     if (new_session(c) < 0) {
@@ -337,18 +359,86 @@ static int handshake(cr_grpc_conn *c)
     return c->dead ? 0 : 1;
 }
 
+/* Follows n bytes handed to nghttp2 through the frame structure. */
+static void track(frame_track *t, const uint8_t *p, size_t n)
+{
+    while (n) {
+        size_t k;
+        if (t->preface_left) {
+            k = n < t->preface_left ? n : t->preface_left;
+            t->preface_left -= (uint32_t)k;
+        } else if (t->hdr_have < 9) {
+            k = 9 - t->hdr_have < n ? 9 - t->hdr_have : n;
+            memcpy(t->hdr + t->hdr_have, p, k);
+            if ((t->hdr_have += (unsigned)k) == 9) {
+                t->payload_left = (uint32_t)t->hdr[0] << 16 | (uint32_t)t->hdr[1] << 8 | t->hdr[2];
+                t->type = t->hdr[3];
+                t->flags = t->hdr[4];
+                t->stream_id = (int32_t)(((uint32_t)t->hdr[5] << 24 | (uint32_t)t->hdr[6] << 16 |
+                                          (uint32_t)t->hdr[7] << 8 | t->hdr[8]) & 0x7fffffffu);
+                t->hdr_have = t->payload_left ? 9 : 0;
+            }
+        } else {
+            k = n < t->payload_left ? n : t->payload_left;
+            if ((t->payload_left -= (uint32_t)k) == 0)
+                t->hdr_have = 0;
+        }
+        p += k;
+        n -= k;
+    }
+}
+
+/* Inside an unpadded DATA frame whose message is being received: where the next of its bytes go
+ * and how many may be received there (0: read into the buffer as usual). */
+static uint8_t *direct_dest(cr_grpc_conn *c, size_t *n)
+{
+    const frame_track *t = &c->ft;
+    size_t room = 0;
+    *n = 0;
+    if (t->hdr_have != 9 || t->type != DATA_FRAME || (t->flags & PADDED) || t->payload_left < DIRECT_MIN)
+        return NULL;
+    cr_grpc_call *call = call_of(c->h2, t->stream_id);
+    uint8_t *dest = call ? cr_grpc_call_dest(call, &room) : NULL;
+    if (!dest || room < DIRECT_MIN)
+        return NULL;
+    *n = room < t->payload_left ? room : t->payload_left;
+    return dest;
+}
+
+/* One read, into the message its bytes belong to when it can be, then parsed. -1: nothing more
+ * now; else the bytes read. */
+static ssize_t read_once(cr_grpc_conn *c, size_t budget)
+{
+    size_t n;
+    uint8_t *dest = direct_dest(c, &n);
+    if (!dest) {
+        dest = c->rbuf;
+        n = READ_BUF;
+    }
+    n = n < budget ? n : budget;
+    ssize_t k = c->tp->ops->read(c->tp, dest, n);
+    if (k == CR_IO_AGAIN)
+        return -1;
+    if (k <= 0) { /* closed or failed: nothing more will come, nothing can be answered */
+        c->dead = true;
+        return -1;
+    }
+    if (dest != c->rbuf)
+        cr_metrics_grpc_in_place((uint64_t)k);
+    /* nghttp2 hands the bytes of an unpadded DATA frame to on_data_chunk where they lie: the
+     * reader sees them already in place and does not copy them */
+    if (nghttp2_session_mem_recv(c->h2, dest, (size_t)k) < 0)
+        c->dead = true; /* not HTTP/2 (no client preface), or nghttp2 ran out of memory */
+    track(&c->ft, dest, (size_t)k);
+    return k;
+}
+
 static void read_some(cr_grpc_conn *c)
 {
     for (size_t budget = READ_BUDGET; budget > 0 && !c->dead;) {
-        ssize_t k = c->tp->ops->read(c->tp, c->rbuf, READ_BUF);
-        if (k == CR_IO_AGAIN)
+        ssize_t k = read_once(c, budget);
+        if (k < 0)
             break;
-        if (k <= 0) { /* closed or failed: nothing more will come, nothing can be answered */
-            c->dead = true;
-            break;
-        }
-        if (nghttp2_session_mem_recv(c->h2, c->rbuf, (size_t)k) < 0)
-            c->dead = true; /* not HTTP/2 (no client preface), or nghttp2 ran out of memory */
         budget = (size_t)k < budget ? budget - (size_t)k : 0;
         c->more_to_read = budget == 0;
     }

@@ -44,11 +44,13 @@ static cr_job *decode_job(cr_grpc_call *c, cr_grpc_msg *m, infer_req **out, cr_e
         cr_fail(err, 503, "host_memory", "", "out of memory");
         return NULL;
     }
-    if (cr_grpc_infer_decode(m->p, m->len, &c->srv->lim, c->srv->alloc, &req, &r->spec, err) < 0) {
+    if (cr_grpc_infer_decode(m, &c->srv->lim, c->srv->alloc, &req, &r->spec, err) < 0) {
         free(r);
         return NULL;
     }
-    cr_grpc_msg_free(m); /* the tensors are in their buffers: the message's memory goes now */
+    /* the tensors are in their buffers, or borrow the message's (which they then hold): either way
+     * the message itself is done with */
+    cr_grpc_msg_free(m);
     cr_job *j = cr_job_new(&req, false);
     if (!j) {
         cr_request_free(&req);

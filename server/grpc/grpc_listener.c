@@ -39,6 +39,7 @@
 #include "server/grpc/grpc_frame.h"
 #include "server/grpc/grpc_loop.h"
 #include "server/grpc/grpc_server.h"
+#include "server/grpc/infer_request.h"
 #include "server/obs/log.h"
 
 #define MAX_LOOPS 64
@@ -180,6 +181,7 @@ int cr_grpc_listen(cr_grpc *g, cr_engine *e, uint16_t *port, char *err, size_t e
     /* tensors land in the backend's host memory (pinned on cuda), never its device sinks: the
      * KServe decoder reads some of them on the host */
     s->alloc = (cr_host_allocator){b->host_alloc, b->host_free, b->host_ready, NULL, 0};
+    s->messages = (cr_grpc_alloc){b->host_alloc, b->host_free, cr_grpc_infer_align};
     uint64_t max = (uint64_t)s->cfg->max_body_mb << 20;
     s->max_message = max < CR_GRPC_MESSAGE_MAX ? max : CR_GRPC_MESSAGE_MAX;
     if ((g->listen_fd = bind_socket(g, s->cfg->reuse_port, true, err, errlen)) < 0 || start_loops(g, err, errlen) < 0)

@@ -10,6 +10,7 @@
 #include "server/codec/binary_decode.h"
 #include "server/config.h"
 #include "server/engine/engine.h"
+#include "server/grpc/grpc_frame.h"
 #include "server/grpc/grpc_tls.h"
 #include "server/http/auth.h"
 #include "server/request.h"
@@ -37,6 +38,7 @@ typedef struct cr_grpc_server {
     cr_grpc_tls *tls;       /* NULL: cleartext HTTP/2 (h2c, prior knowledge) */
     cr_limits lim;          /* the decoders' limits, as HTTP's */
     cr_host_allocator alloc;/* where tensors land: the backend's host memory (pinned on cuda) */
+    cr_grpc_alloc messages; /* where big inference messages land: the same memory, so tensors stay */
     uint64_t max_message;   /* --max-body-mb, at most 2^31 - 1 */
     _Atomic int active;     /* calls begun and not yet ended (a drain waits for none) */
     _Atomic int waiting;    /* calls whose answer waits for a job */

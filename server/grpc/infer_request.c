@@ -26,11 +26,13 @@ typedef struct {
     uint64_t at;
     const uint8_t *p;
     size_t len;
+    bool in_message; /* a raw_input_contents entry (else typed contents turned into bytes) */
 } piece;
 
 typedef struct {
     const uint8_t *msg;
     size_t len;
+    cr_grpc_buf *buf; /* the message's memory, which a tensor may borrow */
     span raw[MAX_TENSORS];
     size_t n_raw;
     uint8_t *rest_copy;      /* the other fields, when raw_input_contents were not all at the end */
@@ -150,9 +152,9 @@ static int check_size(const infer_in *in, const Inference__ModelInferRequest__In
                    "input %s: contents holds %zu values but its shape makes %" PRIu64, t->name, got / es, count);
 }
 
-static void add_piece(infer_in *in, const void *p, size_t len)
+static void add_piece(infer_in *in, const void *p, size_t len, bool in_message)
 {
-    in->pieces[in->n_pieces++] = (piece){in->bin_len, p, len};
+    in->pieces[in->n_pieces++] = (piece){in->bin_len, p, len, in_message};
     in->bin_len += len;
 }
 
@@ -175,7 +177,7 @@ static int typed_piece(infer_in *in, const Inference__ModelInferRequest__InferIn
         in->owned[in->n_owned++] = owned;
     if (check_size(in, t, len, -1, err) < 0)
         return -1;
-    add_piece(in, bytes, len);
+    add_piece(in, bytes, len, false);
     return *has = true, 0;
 }
 
@@ -209,7 +211,7 @@ static int collect_pieces(infer_in *in, bool *has, cr_error *err)
         span s = in->raw[next_raw];
         if (check_size(in, t, s.len, (long)next_raw, err) < 0)
             return -1;
-        add_piece(in, in->msg + s.off, s.len);
+        add_piece(in, in->msg + s.off, s.len, true);
         next_raw++;
         has[i] = true;
     }
@@ -255,20 +257,40 @@ typedef struct {
     Inference__InferParameter *value;
 } param_entry;
 
+/* Triton's gRPC front's own parameter, which perf_analyzer sends on every streamed request: an
+ * empty final response for decoupled models, which ours are not. Taken (a bool) and dropped;
+ * every other parameter goes to the decoder, which refuses the ones it does not know by name. */
+static bool frontend_param(const param_entry *e, cr_error *err, int *rc)
+{
+    if (strcmp(e->key, "triton_enable_empty_final_response") != 0)
+        return false;
+    *rc = e->value && e->value->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM
+              ? 0
+              : cr_fail(err, 400, "invalid_field", e->key, "parameter %s must be a bool", e->key);
+    return true;
+}
+
 static int params_json(cr_jbuf *b, void *const *entries, size_t n, uint64_t binary_size, bool binary,
                        cr_error *err)
 {
+    size_t kept = 0;
+    int rc = 0;
     if (!n && !binary)
         return 0;
     cr_jbuf_lit(b, ",\"parameters\":{");
     for (size_t i = 0; i < n; i++) {
         const param_entry *e = entries[i];
-        cr_jbuf_key(b, e->key, i == 0);
+        if (frontend_param(e, err, &rc)) {
+            if (rc < 0)
+                return -1;
+            continue;
+        }
+        cr_jbuf_key(b, e->key, kept++ == 0);
         if (param_value(b, e->key, e->value, err) < 0)
             return -1;
     }
     if (binary) {
-        cr_jbuf_key(b, "binary_data_size", n == 0);
+        cr_jbuf_key(b, "binary_data_size", kept == 0);
         cr_jbuf_u64(b, binary_size);
     }
     cr_jbuf_put(b, "}", 1);
@@ -346,18 +368,65 @@ typedef struct {
     const infer_in *in;
 } pieces_source;
 
-/* The decoder asks for each input's bytes whole: one piece. */
-static int read_piece(cr_ks_source *s, uint64_t off, void *dst, size_t n, cr_error *err)
+/* The piece holding [off, off + n): the decoder asks for each input's bytes whole. */
+static const piece *piece_at(const infer_in *in, uint64_t off, size_t n)
 {
-    const infer_in *in = ((pieces_source *)s)->in;
     for (size_t i = 0; i < in->n_pieces; i++) {
         const piece *p = &in->pieces[i];
-        if (off >= p->at && off - p->at <= p->len && n <= p->len - (off - p->at)) {
-            memcpy(dst, p->p + (off - p->at), n);
-            return 0;
+        if (off >= p->at && off - p->at <= p->len && n <= p->len - (off - p->at))
+            return p;
+    }
+    return NULL;
+}
+
+static int read_piece(cr_ks_source *s, uint64_t off, void *dst, size_t n, cr_error *err)
+{
+    const piece *p = piece_at(((pieces_source *)s)->in, off, n);
+    if (!p)
+        return cr_fail(err, 500, "internal", "raw_input_contents", "binary tensor bytes asked for outside any input");
+    memcpy(dst, p->p + (off - p->at), n);
+    return 0;
+}
+
+/* A raw tensor in a message of the backend's host memory, aligned for its elements, stays there. */
+static void *piece_in_place(cr_ks_source *s, uint64_t off, size_t n, size_t align, void (**release)(void *hold),
+                            void **hold)
+{
+    const infer_in *in = ((pieces_source *)s)->in;
+    const piece *p = piece_at(in, off, n);
+    if (!p || !p->in_message || !in->buf || !in->buf->tensor_grade || (uintptr_t)(p->p + (off - p->at)) % align)
+        return NULL;
+    cr_grpc_buf_ref(in->buf);
+    *release = cr_grpc_buf_release;
+    *hold = in->buf;
+    return (void *)(p->p + (off - p->at));
+}
+
+size_t cr_grpc_infer_align(const uint8_t *first, size_t avail)
+{
+    size_t at = 0;
+    uint64_t tag, len;
+    while (at < avail && cr_pb_varint(first, avail, &at, &tag)) {
+        switch (tag & 7) {
+        case CR_PB_VARINT:
+            if (!cr_pb_varint(first, avail, &at, &len))
+                return 0;
+            break;
+        case CR_PB_I64: at += 8; break;
+        case CR_PB_I32: at += 4; break;
+        case CR_PB_LEN:
+            if (!cr_pb_varint(first, avail, &at, &len))
+                return 0;
+            if (tag >> 3 == RAW_INPUT_CONTENTS)
+                return at;
+            if (len > avail - at)
+                return 0;
+            at += (size_t)len;
+            break;
+        default: return 0;
         }
     }
-    return cr_fail(err, 500, "internal", "raw_input_contents", "binary tensor bytes asked for outside any input");
+    return 0;
 }
 
 /* ---- entry points ---------------------------------------------------------------------------- */
@@ -397,7 +466,7 @@ static int decode(infer_in *in, cr_host_allocator alloc, cr_request *req, cr_ks_
     char *header = header_json(in, has, &hl, err);
     if (!header)
         return -1;
-    pieces_source ps = {{in->bin_len, read_piece, alloc}, in};
+    pieces_source ps = {{in->bin_len, read_piece, alloc, piece_in_place}, in};
     int rc = cr_request_decode_charge(hl, err);
     if (rc == 0) {
         rc = cr_ks_decode_from(m, header, hl, in->n_pieces ? &ps.src : NULL, in->lim, req, spec, err);
@@ -407,16 +476,17 @@ static int decode(infer_in *in, cr_host_allocator alloc, cr_request *req, cr_ks_
     return rc;
 }
 
-int cr_grpc_infer_decode(const uint8_t *msg, size_t len, const cr_limits *lim, cr_host_allocator alloc,
-                         cr_request *req, cr_ks_spec *spec, cr_error *err)
+int cr_grpc_infer_decode(const cr_grpc_msg *m, const cr_limits *lim, cr_host_allocator alloc, cr_request *req,
+                         cr_ks_spec *spec, cr_error *err)
 {
     infer_in *in = calloc(1, sizeof *in);
     memset(req, 0, sizeof *req);
     memset(spec, 0, sizeof *spec);
     if (!in)
         return cr_fail(err, 503, "host_memory", "", "out of memory");
-    in->msg = msg;
-    in->len = len;
+    in->msg = m->p;
+    in->len = m->len;
+    in->buf = m->buf;
     in->lim = lim;
     int rc = decode(in, alloc, req, spec, err);
     if (in->rq)
@@ -426,6 +496,6 @@ int cr_grpc_infer_decode(const uint8_t *msg, size_t len, const cr_limits *lim, c
     free(in->rest_copy);
     free(in);
     if (rc == 0)
-        req->body_bytes = len; /* the message as received, not its JSON header */
+        req->body_bytes = m->len; /* the message as received, not its JSON header */
     return rc;
 }

@@ -77,6 +77,12 @@ typedef struct cr_ks_source {
     uint64_t len;
     int (*read)(struct cr_ks_source *s, uint64_t offset, void *dst, size_t n, cr_error *err);
     cr_host_allocator alloc;
+    /* Optional (NULL: every input is read into a buffer of its own): the bytes [offset, offset + n)
+     * where they already lie in memory a tensor may use as it is (the gRPC listener's received
+     * message, in the backend's host memory), aligned to align; NULL when they cannot be used so.
+     * The input's slot then borrows them: release(hold) once the request is done with them. */
+    void *(*in_place)(struct cr_ks_source *s, uint64_t offset, size_t n, size_t align, void (**release)(void *hold),
+                      void **hold);
 } cr_ks_source;
 
 /* Decodes an inference request. header_len < 0: the whole body is the JSON object; otherwise

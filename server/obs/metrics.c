@@ -53,6 +53,7 @@ static struct {
     _Atomic uint64_t batch[CR_METRICS_MAX_DEVICES][N_BATCH_BOUNDS + 1]; /* last: +Inf */
     _Atomic uint64_t batch_jobs[CR_METRICS_MAX_DEVICES];
     _Atomic uint64_t bytes_in;
+    _Atomic uint64_t grpc_in_place;
     _Atomic uint64_t slow_closed;
     _Atomic uint64_t direct[2]; /* TCP, Unix socket */
     _Atomic uint64_t device_stream[2]; /* in, out */
@@ -71,6 +72,7 @@ void cr_metrics_reset(void)
         for (int c = 0; c < N_CODES; c++)
             atomic_store(&m.requests[r][c], 0);
     atomic_store(&m.bytes_in, 0);
+    atomic_store(&m.grpc_in_place, 0);
     atomic_store(&m.slow_closed, 0);
     atomic_store(&m.direct[0], 0);
     atomic_store(&m.direct[1], 0);
@@ -135,6 +137,8 @@ void cr_metrics_grpc(const char *rpc, const char *code, double seconds)
 }
 
 void cr_metrics_bytes_in(uint64_t n) { atomic_fetch_add_explicit(&m.bytes_in, n, memory_order_relaxed); }
+
+void cr_metrics_grpc_in_place(uint64_t n) { atomic_fetch_add_explicit(&m.grpc_in_place, n, memory_order_relaxed); }
 
 void cr_metrics_slow_closed(uint64_t n) { atomic_fetch_add_explicit(&m.slow_closed, n, memory_order_relaxed); }
 void cr_metrics_device_stream(bool out, uint64_t bytes)
@@ -532,6 +536,10 @@ char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len)
         "crunchd_device_stream_bytes_total{direction=\"in\"} %llu\n"
         "crunchd_device_stream_bytes_total{direction=\"out\"} %llu\n",
         (unsigned long long)atomic_load(&m.device_stream[0]), (unsigned long long)atomic_load(&m.device_stream[1]));
+    put_count(&t, "crunchd_grpc_received_in_place_bytes_total", "counter",
+              "gRPC request bytes received from the socket straight into their message, never copied on the way "
+              "(the rest of a big DATA frame).",
+              atomic_load(&m.grpc_in_place));
     put_count(&t, "crunchd_host_jobs_total", "counter",
               "Jobs small enough to run on the HTTP thread that decoded them, on no device (--host-max-flops).",
               g->host_jobs);
