@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/engine/owned.h"
 #include "server/grpc/grpc_handlers.h"
 #include "server/grpc/grpc_pb.h"
 #include "server/grpc/infer_request.h"
@@ -44,7 +45,9 @@ static cr_job *decode_job(cr_grpc_call *c, cr_grpc_msg *m, infer_req **out, cr_e
         cr_fail(err, 503, "host_memory", "", "out of memory");
         return NULL;
     }
-    if (cr_grpc_infer_decode(m, &c->srv->lim, c->srv->alloc, &req, &r->spec, err) < 0) {
+    char owner[CR_OWNER_MAX]; /* as HTTP names a client: the token, else the peer's address */
+    cr_peer_client(c->peer, c->authenticated, owner, sizeof owner);
+    if (cr_grpc_infer_decode(m, &c->srv->lim, c->srv->alloc, owner, &req, &r->spec, err) < 0) {
         free(r);
         return NULL;
     }

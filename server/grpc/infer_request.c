@@ -194,10 +194,12 @@ static int collect_pieces(infer_in *in, bool *has, cr_error *err)
         if (has_param(t->parameters, t->n_parameters, "binary_data_size"))
             return cr_fail(err, 400, "invalid_field", t->name, "input %s: binary_data_size is HTTP's parameter; over "
                            "gRPC a tensor's bytes are its raw_input_contents entry", t->name);
-        if (has_param(t->parameters, t->n_parameters, "shared_memory_region")) {
+        /* its data is elsewhere: a shared-memory region, or a resident tensor */
+        bool shm = has_param(t->parameters, t->n_parameters, "shared_memory_region");
+        if (shm || has_param(t->parameters, t->n_parameters, "tensor")) {
             if (t->contents)
-                return cr_fail(err, 400, "invalid_field", t->name, "input %s: contents and shared memory exclude each "
-                               "other", t->name);
+                return cr_fail(err, 400, "invalid_field", t->name, "input %s: contents and %s exclude each other",
+                               t->name, shm ? "shared memory" : "a resident tensor");
             continue;
         }
         if (t->contents) {
@@ -447,7 +449,8 @@ static const cr_ks_model *model_of(const Inference__ModelInferRequest *rq, cr_er
     return m;
 }
 
-static int decode(infer_in *in, cr_host_allocator alloc, cr_request *req, cr_ks_spec *spec, cr_error *err)
+static int decode(infer_in *in, cr_host_allocator alloc, const char *owner, cr_request *req, cr_ks_spec *spec,
+                  cr_error *err)
 {
     bool has[MAX_TENSORS];
     const cr_ks_model *m;
@@ -469,15 +472,15 @@ static int decode(infer_in *in, cr_host_allocator alloc, cr_request *req, cr_ks_
     pieces_source ps = {{in->bin_len, read_piece, alloc, piece_in_place}, in};
     int rc = cr_request_decode_charge(hl, err);
     if (rc == 0) {
-        rc = cr_ks_decode_from(m, header, hl, in->n_pieces ? &ps.src : NULL, in->lim, req, spec, err);
+        rc = cr_ks_decode_from_as(m, header, hl, in->n_pieces ? &ps.src : NULL, in->lim, owner, req, spec, err);
         cr_request_decode_release(hl);
     }
     free(header);
     return rc;
 }
 
-int cr_grpc_infer_decode(const cr_grpc_msg *m, const cr_limits *lim, cr_host_allocator alloc, cr_request *req,
-                         cr_ks_spec *spec, cr_error *err)
+int cr_grpc_infer_decode(const cr_grpc_msg *m, const cr_limits *lim, cr_host_allocator alloc, const char *owner,
+                         cr_request *req, cr_ks_spec *spec, cr_error *err)
 {
     infer_in *in = calloc(1, sizeof *in);
     memset(req, 0, sizeof *req);
@@ -488,7 +491,7 @@ int cr_grpc_infer_decode(const cr_grpc_msg *m, const cr_limits *lim, cr_host_all
     in->len = m->len;
     in->buf = m->buf;
     in->lim = lim;
-    int rc = decode(in, alloc, req, spec, err);
+    int rc = decode(in, alloc, owner, req, spec, err);
     if (in->rq)
         inference__model_infer_request__free_unpacked(in->rq, NULL);
     for (size_t i = 0; i < in->n_owned; i++)

@@ -22,11 +22,11 @@
 #include "server/grpc/grpc_frame.h"
 #include "server/kserve/kserve_internal.h"
 
-/* Decodes msg (len bytes, a ModelInferRequest) into *req and *spec, tensors in buffers from
- * alloc. -1 with err: 404 for an unknown model or version, 400 for a malformed message or
+/* Decodes m (a ModelInferRequest) into *req and *spec, tensors in buffers from alloc, for owner
+ * (the client whose resident tensors an input may name: "tensor", server/engine/tensors.h). -1 with err: 404 for an unknown model or version, 400 for a malformed message or
  * request, 413 past a limit, 503 out of memory or budget; *req and *spec are then empty. */
-int cr_grpc_infer_decode(const cr_grpc_msg *m, const cr_limits *lim, cr_host_allocator alloc, cr_request *req,
-                         cr_ks_spec *spec, cr_error *err);
+int cr_grpc_infer_decode(const cr_grpc_msg *m, const cr_limits *lim, cr_host_allocator alloc, const char *owner,
+                         cr_request *req, cr_ks_spec *spec, cr_error *err);
 
 /* The offset of the first raw_input_contents entry's bytes in a ModelInferRequest of which the
  * first avail bytes are at hand; 0 when they do not reach it (grpc_frame.h's cr_grpc_align_hint:

@@ -321,6 +321,26 @@ def test_raw_input_contents_anywhere_in_the_message(stub):
     np.testing.assert_allclose(np.frombuffer(resp.raw_output_contents[0], np.float32).reshape(2, 2), a.T @ a)
 
 
+def test_resident_tensor_input(client, gd):
+    """An input naming a resident tensor (POST /v1/tensors; the client: the same address) has no
+    data in the message: the decoder reads the tensor, as over /v2."""
+    import io
+    w = rng(14).uniform(-1, 1, (8, 5)).astype(np.float32)
+    buf = io.BytesIO()
+    np.save(buf, w)
+    r = gd.post("/v1/tensors?name=grpc-w", data=buf.getvalue(), headers={"Content-Type": "application/x-npy"})
+    assert r.status_code == 201, r.text
+    try:
+        x = rng(15).uniform(-1, 1, (3, 8)).astype(np.float32)
+        ib = tc.InferInput("b", [8, 5], "FP32")
+        ib._input.parameters["tensor"].string_param = "grpc-w"  # tritonclient has no setter for it
+        assert_close(client.infer("gemm", [tensor("a", x), ib]).as_numpy("c"), x.astype(np.float64) @ w, 8, "float32")
+        ib._input.parameters["tensor"].string_param = "nope"
+        assert_status(grpc_error(client.infer, "gemm", [tensor("a", x), ib]), "NOT_FOUND", "nope")
+    finally:
+        gd.delete("/v1/tensors/grpc-w")
+
+
 def test_async_infer_many_at_once(client):
     r = rng(8)
     mats = [r.uniform(-1, 1, (16, 16)).astype(np.float32) for _ in range(32)]
