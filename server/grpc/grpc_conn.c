@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/clock.h"
 #include "server/grpc/grpc_call.h"
 #include "server/grpc/grpc_metadata.h"
 #include "server/grpc/grpc_methods.h"
@@ -21,7 +22,6 @@
 
 /* Read per turn of the loop before the other connections get theirs. */
 #define READ_BUDGET (4u << 20)
-#define READ_BUF (256u << 10)
 /* Output queued past this makes nghttp2 wait (its callbacks answer WOULDBLOCK) until the socket
  * took some: the queue holds copies only of small frames, references to the rest. */
 #define OUTQ_HIGH (8u << 20)
@@ -53,6 +53,7 @@ struct cr_grpc_conn {
     cr_peer peer;
     uint8_t *rbuf;
     bool handshaken, dead, more_to_read, wants_write, goaway;
+    double last_active;    /* monotonic: its last bytes in, or its last call's end */
     frame_track ft;
     cr_grpc_call *calls;
     cr_grpc_conn **dirty_head, *dirty_next;
@@ -318,14 +319,15 @@ static int send_settings(cr_grpc_conn *c)
 }
 
 cr_grpc_conn *cr_grpc_conn_new(cr_grpc_server *srv, cr_grpc_done *done, cr_grpc_transport *tp,
-                               const struct sockaddr *sa, cr_grpc_conn **dirty)
+                               const struct sockaddr *sa, uint8_t *rbuf, cr_grpc_conn **dirty)
 {
     cr_grpc_conn *c = calloc(1, sizeof *c);
-    if (!c || !(c->rbuf = malloc(READ_BUF))) {
-        free(c);
+    if (!c) {
         tp->ops->free(tp);
         return NULL;
     }
+    c->rbuf = rbuf;
+    c->last_active = cr_now();
     c->srv = srv;
     c->done = done;
     c->tp = tp;
@@ -413,7 +415,7 @@ static ssize_t read_once(cr_grpc_conn *c, size_t budget)
     uint8_t *dest = direct_dest(c, &n);
     if (!dest) {
         dest = c->rbuf;
-        n = READ_BUF;
+        n = CR_GRPC_READ_BUF;
     }
     n = n < budget ? n : budget;
     ssize_t k = c->tp->ops->read(c->tp, dest, n);
@@ -425,6 +427,7 @@ static ssize_t read_once(cr_grpc_conn *c, size_t budget)
     }
     if (dest != c->rbuf)
         cr_metrics_grpc_in_place((uint64_t)k);
+    c->last_active = cr_now();
     /* nghttp2 hands the bytes of an unpadded DATA frame to on_data_chunk where they lie: the
      * reader sees them already in place and does not copy them */
     if (nghttp2_session_mem_recv(c->h2, dest, (size_t)k) < 0)
@@ -508,6 +511,10 @@ void cr_grpc_conn_tick(cr_grpc_conn *c, double now)
 {
     for (cr_grpc_call *call = c->calls; call; call = call->next)
         cr_grpc_call_tick(call, now);
+    if (c->calls)
+        c->last_active = now;
+    else if (now - c->last_active > c->srv->cfg->conn_timeout_s)
+        cr_grpc_conn_goaway(c);
 }
 
 void cr_grpc_conn_cut_off(cr_grpc_conn *c)
@@ -530,6 +537,5 @@ void cr_grpc_conn_free(cr_grpc_conn *c)
     }
     cr_grpc_outq_free(&c->outq);
     c->tp->ops->free(c->tp);
-    free(c->rbuf);
     free(c);
 }

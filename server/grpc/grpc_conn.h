@@ -7,6 +7,7 @@
 #define CRUNCHD_GRPC_CONN_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "server/grpc/grpc_done.h"
@@ -15,11 +16,15 @@
 
 typedef struct cr_grpc_conn cr_grpc_conn;
 
-/* A connection on tp (taken) from the peer at sa. dirty: the loop's list of connections with
- * something to write, which the connection joins itself (flushed by the loop). NULL when out of
- * memory (tp is freed). */
+/* The read buffer a loop's connections share: what is read is parsed (and copied where it goes)
+ * before the next read, so one per loop is enough, and an idle connection costs no buffer. */
+#define CR_GRPC_READ_BUF (256u << 10)
+
+/* A connection on tp (taken) from the peer at sa, reading through rbuf (CR_GRPC_READ_BUF bytes,
+ * the loop's). dirty: the loop's list of connections with something to write, which the
+ * connection joins itself (flushed by the loop). NULL when out of memory (tp is freed). */
 cr_grpc_conn *cr_grpc_conn_new(cr_grpc_server *srv, cr_grpc_done *done, cr_grpc_transport *tp,
-                               const struct sockaddr *sa, cr_grpc_conn **dirty);
+                               const struct sockaddr *sa, uint8_t *rbuf, cr_grpc_conn **dirty);
 /* The socket is readable: handshakes, reads a bounded amount and parses it, running what it
  * completes; then writes. */
 void cr_grpc_conn_read(cr_grpc_conn *c);
@@ -42,7 +47,8 @@ int cr_grpc_conn_fd(const cr_grpc_conn *c);
 
 /* The drain began: GOAWAY (the streams it has go on; no new ones). */
 void cr_grpc_conn_goaway(cr_grpc_conn *c);
-/* Deadlines and the drain's cut-off of its calls. */
+/* Deadlines of its calls, and its own idleness: a connection with no call for --conn-timeout-s
+ * gets GOAWAY (a client reconnects when it needs to). */
 void cr_grpc_conn_tick(cr_grpc_conn *c, double now);
 void cr_grpc_conn_cut_off(cr_grpc_conn *c);
 

@@ -52,6 +52,7 @@ struct cr_grpc_loop {
     inbox_fd *inbox;
     entry *conns;
     cr_grpc_conn *dirty;
+    uint8_t *rbuf; /* its connections' read buffer (grpc_conn.h) */
     bool goaway_sent, cut_off_done;
     double last_tick;
 };
@@ -71,8 +72,10 @@ cr_grpc_loop *cr_grpc_loop_new(cr_grpc_server *srv, char *err, size_t errlen)
     l->done.efd = -1;
     pthread_mutex_init(&l->inbox_mu, NULL);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    l->rbuf = malloc(CR_GRPC_READ_BUF);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &done_tag};
-    if (l->epfd < 0 || cr_grpc_done_init(&l->done) < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->done.efd, &ev) < 0) {
+    if (!l->rbuf || l->epfd < 0 || cr_grpc_done_init(&l->done) < 0 ||
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->done.efd, &ev) < 0) {
         snprintf(err, errlen, "gRPC event loop: %s", strerror(errno));
         cr_grpc_loop_free(l);
         return NULL;
@@ -95,6 +98,7 @@ static void watch(cr_grpc_loop *l, entry *e)
 static void close_entry(cr_grpc_loop *l, entry *e)
 {
     epoll_ctl(l->epfd, EPOLL_CTL_DEL, cr_grpc_conn_fd(e->conn), NULL);
+    atomic_fetch_sub(&l->srv->conns, 1);
     if (e->prev)
         e->prev->next = e->next;
     else
@@ -129,12 +133,14 @@ static void adopt(cr_grpc_loop *l, int fd, const struct sockaddr *sa)
         close(fd);
         return;
     }
+    atomic_fetch_add(&srv->conns, 1); /* every adopted socket is counted until its entry closes */
     entry *e = calloc(1, sizeof *e);
-    cr_grpc_conn *c = e ? cr_grpc_conn_new(srv, &l->done, tp, sa, &l->dirty) : NULL;
+    cr_grpc_conn *c = e ? cr_grpc_conn_new(srv, &l->done, tp, sa, l->rbuf, &l->dirty) : NULL;
     if (!c) {
         if (!e)
             tp->ops->free(tp);
         free(e);
+        atomic_fetch_sub(&srv->conns, 1);
         return;
     }
     e->conn = c;
@@ -194,6 +200,10 @@ static void accept_all(cr_grpc_loop *l)
             if (errno != EAGAIN && errno != EWOULDBLOCK)
                 cr_log("warn", "gRPC: accept: %s", strerror(errno)); /* EMFILE: the next turn tries again */
             return;
+        }
+        if (atomic_load(&l->srv->conns) >= l->srv->cfg->max_connections) { /* --max-connections, as HTTP's */
+            close(fd);
+            continue;
         }
         int one = 1; /* answers are written whole: Nagle's delay would only hold the last frame */
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -315,5 +325,6 @@ void cr_grpc_loop_free(cr_grpc_loop *l)
     if (l->epfd >= 0)
         close(l->epfd);
     pthread_mutex_destroy(&l->inbox_mu);
+    free(l->rbuf);
     free(l);
 }

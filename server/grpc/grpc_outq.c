@@ -143,4 +143,8 @@ void cr_grpc_outq_written(cr_grpc_outq *q, size_t n)
         q->n--;
         q->head_off = 0;
     }
+    if (q->n == 0 && q->chunk) { /* an idle connection keeps no chunk */
+        cr_grpc_hold_release(&q->chunk->hold);
+        q->chunk = NULL;
+    }
 }

@@ -41,6 +41,7 @@ typedef struct cr_grpc_server {
     cr_grpc_alloc messages; /* where big inference messages land: the same memory, so tensors stay */
     uint64_t max_message;   /* --max-body-mb, at most 2^31 - 1 */
     _Atomic int active;     /* calls begun and not yet ended (a drain waits for none) */
+    _Atomic int conns;      /* open connections, at most --max-connections */
     _Atomic int waiting;    /* calls whose answer waits for a job */
     _Atomic bool draining;  /* SIGTERM: GOAWAY sent, new jobs refused by the engine */
     _Atomic bool cut_off;   /* the drain's grace period is over: waiting calls answered now */

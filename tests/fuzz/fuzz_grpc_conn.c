@@ -324,7 +324,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     cr_grpc_conn *dirty = NULL;
     struct sockaddr_in sa = {.sin_family = AF_INET};
-    cr_grpc_conn *c = cr_grpc_conn_new(&srv, &done, &m.t, (struct sockaddr *)&sa, &dirty);
+    static uint8_t rbuf[CR_GRPC_READ_BUF];
+    cr_grpc_conn *c = cr_grpc_conn_new(&srv, &done, &m.t, (struct sockaddr *)&sa, rbuf, &dirty);
     if (!c)
         abort();
     settle(c, &dirty, &m);

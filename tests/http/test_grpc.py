@@ -751,6 +751,27 @@ def test_drain_cut_off_answers_unavailable(start_daemon):
     assert d.wait_exit() == 0
 
 
+def test_idle_connections_get_goaway_and_clients_come_back(start_daemon):
+    """--conn-timeout-s: a connection with no call that long is sent GOAWAY and closed; a channel
+    then opens a new one by itself. --max-connections bounds them."""
+    import socket
+    d = start_daemon("--conn-timeout-s", "1", "--max-connections", "4", grpc=True)
+    with client_of(d) as c:
+        assert c.is_server_live()
+        time.sleep(2.5)
+        assert c.is_server_live()
+    held = [socket.create_connection(("127.0.0.1", d.grpc_port), timeout=5) for _ in range(4)]
+    try:
+        time.sleep(0.3)
+        extra = socket.create_connection(("127.0.0.1", d.grpc_port), timeout=5)
+        extra.settimeout(5)
+        assert extra.recv(64) == b"", "the fifth connection is closed at once"
+        extra.close()
+    finally:
+        for s in held:
+            s.close()
+
+
 def test_busy_grpc_port_is_a_startup_error(start_daemon, tmp_path):
     import socket
     s = socket.socket()
