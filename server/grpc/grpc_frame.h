@@ -74,8 +74,10 @@ typedef struct cr_grpc_alloc {
     cr_grpc_align_hint align;
 } cr_grpc_alloc;
 
-/* Messages from this size on are worth keeping their tensors in place. */
-#define CR_GRPC_TENSOR_GRADE_MIN (1u << 20)
+/* Messages from this size on are worth keeping their tensors in place: HTTP's --direct-min-kb
+ * default, from which uploads are received straight into the (pinned) tensors too. Smaller ones
+ * are malloc'd and their tensors copied, which costs less than a pinned block. */
+#define CR_GRPC_TENSOR_GRADE_MIN (256u << 10)
 /* Their chosen byte lands on this boundary: a vector load's, and a cache line's. */
 #define CR_GRPC_ALIGN 64
 
