@@ -4,7 +4,7 @@
 #
 #   docker build -t crunchd .                                  # sm_90 (H100/H200)
 #   docker build --build-arg CUDA_ARCH=sm_80 -t crunchd .      # A100; PTX for newer GPUs too
-#   docker run --gpus all -p 8080:8080 --stop-timeout 40 crunchd
+#   docker run --gpus all -p 8080:8080 -p 8001:8001 --stop-timeout 40 crunchd   # HTTP, gRPC
 #
 # With no GPU (or without --gpus) the daemon falls back to its CPU backend (CRUNCHD_BACKEND=auto).
 # /run/crunchd (owned by the daemon's user) is where CRUNCHD_UNIX_SOCKET may put a Unix socket;
@@ -44,7 +44,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libmicrohttpd12t64 libcjson1 libuuid1 zlib1g libopenblas0 libgnutls30t64 \
+      libmicrohttpd12t64 libcjson1 libuuid1 zlib1g libopenblas0 libgnutls30t64 libnghttp2-14 libprotobuf-c1 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 crunchd \
  && useradd --system --uid 10001 --gid crunchd --no-create-home --home-dir /nonexistent \
@@ -58,6 +58,7 @@ RUN ! ldd /usr/local/bin/crunchd | grep 'not found' \
 
 ENV CRUNCHD_BIND=0.0.0.0 \
     CRUNCHD_PORT=8080 \
+    CRUNCHD_GRPC_PORT=8001 \
     CRUNCHD_BACKEND=auto \
     CRUNCHD_DRAIN_TIMEOUT_S=30 \
     CRUNCHD_AUTO_CACHE=/var/cache/crunchd/auto.json \
@@ -66,7 +67,8 @@ ENV CRUNCHD_BIND=0.0.0.0 \
 
 # Numeric, so Kubernetes' runAsNonRoot can verify it.
 USER 10001:10001
-EXPOSE 8080
+# HTTP (/v1, /v2), and gRPC: KServe v2 (tritonclient.grpc, perf_analyzer -i grpc) and grpc.health.v1
+EXPOSE 8080 8001
 
 # SIGTERM drains (readiness fails, queued and running jobs finish) for up to
 # CRUNCHD_DRAIN_TIMEOUT_S; give `docker stop` more than that: --stop-timeout 40.

@@ -24,8 +24,11 @@ CC       ?= gcc
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Werror
 OPT      ?= -O2 -g
-CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(SAN) -I. -DCRUNCHD_VERSION='"$(VERSION)"' $(CUDA_DEF) $(EXTRA_DEF)
-LIBS     := -lmicrohttpd -lcjson -luuid -lz -lopenblas -lpthread -lm
+# Generated sources (protoc-c's C for api/grpc/*.proto) live in the build directory, never in git.
+GEN      := $(BUILD)/gen
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(SAN) -I. -I$(GEN) -DCRUNCHD_VERSION='"$(VERSION)"' $(CUDA_DEF) $(EXTRA_DEF)
+LIBS     := -lmicrohttpd -lnghttp2 -lprotobuf-c -lgnutls -lcjson -luuid -lz -lopenblas -lpthread -lm
+PROTOC_C ?= protoc-c
 
 ifneq ($(NVCC),)
   CUDA_VER  := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
@@ -43,7 +46,11 @@ endif
 KERNEL_C   := $(wildcard kernels/*.c kernels/cpu/*.c)
 SERVER_C   := $(filter-out server/main.c,$(wildcard server/*.c server/*/*.c))
 KERNEL_OBJ := $(KERNEL_C:%.c=$(BUILD)/%.o) $(CUDA_SRC:%.cu=$(BUILD)/%.o)
-SERVER_OBJ := $(SERVER_C:%.c=$(BUILD)/%.o)
+# The gRPC listener's messages (server/grpc/): C generated from our .proto files into $(GEN).
+PROTO      := $(wildcard api/grpc/*.proto)
+PROTO_H    := $(PROTO:%.proto=$(GEN)/%.pb-c.h)
+PROTO_OBJ  := $(PROTO:%.proto=$(BUILD)/%.pb-c.o)
+SERVER_OBJ := $(SERVER_C:%.c=$(BUILD)/%.o) $(PROTO_OBJ)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 GPU_SRC    := $(wildcard tests/gpu/*.cu)
@@ -231,6 +238,21 @@ $(BUILD)/bench/%: bench/%.cu $(BUILD)/libcrunchkernels.a $(GPU_HEADERS)
 $(BUILD)/server/http/openapi.o: api/openapi.yaml
 # So is the page at GET / (server/ui/: HTML, CSS, script).
 $(BUILD)/server/http/ui.o: $(wildcard server/ui/*)
+
+# protoc-c writes both files of a .proto at once (a pattern rule with two targets is one recipe);
+# --proto_path=. keeps the includes written from the repository root ("api/grpc/x.pb-c.h").
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: %.proto
+	@mkdir -p $(dir $@)
+	$(PROTOC_C) --proto_path=. --c_out=$(GEN) $<
+
+$(GEN)/api/grpc/grpc_service.pb-c.c: api/grpc/model_config.proto
+
+$(BUILD)/%.pb-c.o: $(GEN)/%.pb-c.c $(FLAGS_STAMP) | $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+# Every server object may include a generated header: they exist before the first compiles.
+$(SERVER_C:%.c=$(BUILD)/%.o) $(BUILD)/server/main.o: | $(PROTO_H)
 
 # -MMD: each object depends on exactly the headers it includes (build/**/*.d).
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)

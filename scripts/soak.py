@@ -66,7 +66,7 @@ class Daemon:
         self.log_path = self.workdir / "soak.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRUNCHD_")}
         env.update(kv.split("=", 1) for kv in extra_env)
-        cmd = [binary, "--port", "0", "--port-file", str(self.port_file), "--bind", "127.0.0.1",
+        cmd = [binary, "--port", "0", "--grpc-port", "0", "--port-file", str(self.port_file), "--bind", "127.0.0.1",
                "--backend", backend, "--workers", "2", "--queue-depth", "64",
                "--result-ttl-s", "2", "--drain-timeout-s", "30"] + extra
         if self.port_file.exists():

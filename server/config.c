@@ -27,6 +27,13 @@ static const opt_spec specs[] = {
     {"bind", OPT_STR, F(bind), 0, 0, "127.0.0.1",
      "address to bind (0.0.0.0 in containers; none: no TCP, --unix-socket only)"},
     {"port-file", OPT_STR, F(port_file), 0, 0, "none", "write the bound port to this file once listening"},
+    {"grpc-port", OPT_INT, F(grpc_port), -1, 65535, "8001",
+     "gRPC port: Triton's KServe v2 inference protocol over HTTP/2 (tritonclient.grpc, perf_analyzer -i grpc) "
+     "and grpc.health.v1 (0: off; -1: any free port, written to --grpc-port-file)"},
+    {"grpc-bind", OPT_STR, F(grpc_bind), 0, 0, "--bind's address", "address the gRPC port binds"},
+    {"grpc-port-file", OPT_STR, F(grpc_port_file), 0, 0, "none", "write the bound gRPC port to this file once listening"},
+    {"grpc-threads", OPT_INT, F(grpc_threads), 0, 64, "0: as many as --http-threads",
+     "the gRPC listener's event loop threads (each serves its connections; jobs run on the workers)"},
     {"reuse-port", OPT_BOOL, F(reuse_port), 0, 0, "off",
      "share the port with other processes (SO_REUSEPORT; off: a busy port is a start-up error)"},
     {"backend", OPT_STR, F(backend), 0, 0, "auto", "cuda | cpu | auto (cuda when a GPU answers)"},
@@ -141,6 +148,7 @@ static void set_defaults(cr_config *c)
 {
     memset(c, 0, sizeof *c);
     c->port = 8080;
+    c->grpc_port = 8001; /* Triton's: 8000 HTTP, 8001 gRPC */
     strcpy(c->bind, "127.0.0.1");
     strcpy(c->backend, "auto");
     c->batch_max = -1; /* workers, queue depth and HTTP threads: 0, sized from the machine */

@@ -10,6 +10,10 @@ typedef struct {
     int port;
     char bind[64];            /* an address, or "none": no TCP listener (--unix-socket only) */
     char port_file[256];
+    int grpc_port;            /* KServe v2 gRPC; 0: off; -1: any free port (--grpc-port-file says which) */
+    char grpc_bind[64];       /* "": --bind's address */
+    char grpc_port_file[256];
+    int grpc_threads;         /* the gRPC listener's event loops; 0: as many as the HTTP threads */
     bool reuse_port;          /* SO_REUSEPORT: only when asked, so a busy port fails start-up */
     char backend[8];          /* cpu | cuda | auto */
     int workers;              /* per device; 0: sized from the machine (server/machine.c) */

@@ -12,6 +12,7 @@
 
 #include "server/build_info.h"
 #include "server/http/check.h"
+#include "server/grpc/grpc_listener.h"
 #include "server/clock.h"
 #include "server/codec/json_random.h"
 #include "server/config.h"
@@ -87,13 +88,14 @@ static int write_port_file(const char *path, unsigned port)
     return ok && rename(tmp, path) == 0 ? 0 : -1; /* readers never see a half-written file */
 }
 
-static void log_listening(const cr_config *cfg, unsigned port, const cr_engine *e)
+static void log_listening(const cr_config *cfg, unsigned port, const cr_engine *e, const cr_grpc *g)
 {
-    char tcp[96] = "";
+    char tcp[96] = "", grpc[128];
     if (cr_config_tcp(cfg))
         snprintf(tcp, sizeof tcp, "%s:%u", cfg->bind, port);
-    cr_log("info", "crunchd %s listening on %s%s%s%s, backend %s, %d device(s)", CRUNCHD_VERSION, tcp,
-           tcp[0] && cfg->unix_socket[0] ? " and " : "", cfg->unix_socket[0] ? "unix:" : "", cfg->unix_socket,
+    cr_grpc_describe(g, grpc, sizeof grpc);
+    cr_log("info", "crunchd %s listening on %s%s%s%s, gRPC %s, backend %s, %d device(s)", CRUNCHD_VERSION, tcp,
+           tcp[0] && cfg->unix_socket[0] ? " and " : "", cfg->unix_socket[0] ? "unix:" : "", cfg->unix_socket, grpc,
            cr_engine_backend(e)->name, cr_engine_device_count(e));
 }
 
@@ -176,21 +178,22 @@ static void housekeeping(cr_engine *e, cr_http *h, cr_job_table *jobs)
 
 /* The grace period ran out: the clients still waiting (running, queued) get 503 draining now,
  * and the rest of the daemon is told to stop. */
-static int cut_off(cr_engine *e, cr_http *h, cr_job_table *jobs)
+static int cut_off(cr_engine *e, cr_http *h, cr_grpc *g, cr_job_table *jobs)
 {
     cr_error drained;
     cr_fail(&drained, 503, "draining", "", "the daemon shut down before the stream was finished (--drain-timeout-s)");
     int streams = cr_streams_fail_all(&drained);
     if (streams)
         cr_log("warn", "drain period over: %d open stream(s) failed", streams);
-    int answered = cr_http_cut_off(h); /* before the engine's: a queued job's client is answered
-                                          either way, a running one's only here */
+    int answered = cr_http_cut_off(h) + cr_grpc_cut_off(g); /* before the engine's: a queued job's client
+                                          is answered either way, a running one's only here */
     cr_engine_cut_off(e);
     cr_log("warn", "drain period over: %d waiting request(s) answered 503 draining, queued jobs failed, "
            "running jobs cancelled", answered);
     double until = cr_now() + CUT_OFF_FLUSH_S;
     while (cr_now() < until &&
-           (cr_http_waiting(h) > 0 || cr_http_active(h) > 0 || !cr_engine_wait_idle(e, cr_now()))) {
+           (cr_http_waiting(h) > 0 || cr_http_active(h) > 0 || cr_grpc_active(g) > 0 ||
+            !cr_engine_wait_idle(e, cr_now()))) {
         int sig = wait_signal(0.02);
         if (sig == SIGTERM || sig == SIGINT) {
             cr_log("warn", "second signal: exiting without waiting for the last answers");
@@ -205,10 +208,11 @@ static int cut_off(cr_engine *e, cr_http *h, cr_job_table *jobs)
 /* SIGTERM: refuse new jobs, finish queued and running ones, let clients fetch what they are
  * owed, all within the grace period; then cut off what is left. A second signal ends it at
  * once. */
-static int drain(cr_engine *e, cr_http *h, cr_job_table *jobs, int grace_s)
+static int drain(cr_engine *e, cr_http *h, cr_grpc *g, cr_job_table *jobs, int grace_s)
 {
     double deadline = cr_now() + grace_s;
     cr_engine_begin_drain(e);
+    cr_grpc_drain(g); /* GOAWAY: no new calls on its connections, those accepted go on */
     cr_log("info", "draining: new jobs get 503; up to %d s for queued and running jobs", grace_s);
     while (cr_now() < deadline) {
         int sig = wait_signal(0.05);
@@ -218,13 +222,13 @@ static int drain(cr_engine *e, cr_http *h, cr_job_table *jobs, int grace_s)
         }
         housekeeping(e, h, jobs);
         if (cr_engine_wait_idle(e, cr_now()) && cr_job_table_unfetched(jobs) == 0 && cr_http_active(h) == 0 &&
-            cr_streams_open() == 0) {
+            cr_grpc_active(g) == 0 && cr_streams_open() == 0) {
             cr_log("info", "drained: every accepted job finished and was delivered");
             return EXIT_DRAINED;
         }
     }
     cr_log("warn", "drain grace period of %d s ran out", grace_s);
-    return cut_off(e, h, jobs);
+    return cut_off(e, h, g, jobs);
 }
 
 /* libmicrohttpd aborts the process when stopped with a connection suspended, and joining a
@@ -242,19 +246,20 @@ static bool teardown_is_safe(cr_engine *e, cr_http *h)
     return false;
 }
 
-static int serve(cr_engine *e, cr_http *h, cr_job_table *jobs, const cr_config *cfg)
+static int serve(cr_engine *e, cr_http *h, cr_grpc *g, cr_job_table *jobs, const cr_config *cfg)
 {
     for (;;) {
         int sig = wait_signal(0.1);
         if (sig == SIGHUP)
             cr_log("info", "SIGHUP: logs go to stderr; nothing to reopen");
         else if (sig)
-            return drain(e, h, jobs, cfg->drain_timeout_s);
+            return drain(e, h, g, jobs, cfg->drain_timeout_s);
         housekeeping(e, h, jobs);
         if (cr_engine_failed(e)) {
             /* Let the answers to in-flight jobs (503 device_fault) go out, then restart. */
             double until = cr_now() + 2.0;
-            while (cr_now() < until && (cr_http_active(h) > 0 || !cr_engine_wait_idle(e, cr_now()))) {
+            while (cr_now() < until &&
+                   (cr_http_active(h) > 0 || cr_grpc_active(g) > 0 || !cr_engine_wait_idle(e, cr_now()))) {
                 housekeeping(e, h, jobs);
                 wait_signal(0.02);
             }
@@ -329,8 +334,15 @@ int main(int argc, char **argv)
         cr_log("error", "%s", err);
         return EXIT_STARTUP;
     }
+    cr_grpc *g = NULL;
+    if (cr_grpc_prepare(&cfg, &g, err, sizeof err) < 0) {
+        cr_log("error", "%s", err);
+        cr_http_stop(h);
+        return EXIT_STARTUP;
+    }
     cr_engine *e = start_engine(&cfg);
     if (!e) {
+        cr_grpc_stop(g);
         cr_http_stop(h);
         return EXIT_STARTUP;
     }
@@ -345,23 +357,28 @@ int main(int argc, char **argv)
     cr_jrandom_init(cr_engine_backend(e), cr_engine_device_count(e));
     cr_job_table jobs;
     if (cr_job_table_init(&jobs, cfg.result_ttl_s, (size_t)cfg.result_cap_mb << 20) < 0) {
+        cr_grpc_stop(g);
         cr_http_stop(h);
         cr_engine_stop(e);
         return EXIT_STARTUP;
     }
-    uint16_t port = 0;
+    uint16_t port = 0, grpc_port = 0;
     cr_http_deps deps = {.cfg = &cfg, .engine = e, .jobs = &jobs};
-    if (cr_http_listen(h, &deps, &port, err, sizeof err) < 0) {
+    if (cr_http_listen(h, &deps, &port, err, sizeof err) < 0 || cr_grpc_listen(g, e, &grpc_port, err, sizeof err) < 0) {
         cr_log("error", "%s", err);
         cr_http_stop(h);
         cr_engine_stop(e);
+        cr_grpc_stop(g); /* after the engine: none of its jobs can finish later */
         cr_job_table_destroy(&jobs);
         return EXIT_STARTUP;
     }
+    /* gRPC's first: whoever waits for --port-file finds both */
+    if (cfg.grpc_port_file[0] && g && write_port_file(cfg.grpc_port_file, grpc_port) < 0)
+        cr_log("warn", "cannot write --grpc-port-file %s", cfg.grpc_port_file);
     if (cfg.port_file[0] && cr_config_tcp(&cfg) && write_port_file(cfg.port_file, port) < 0)
         cr_log("warn", "cannot write --port-file %s", cfg.port_file);
-    log_listening(&cfg, port, e);
-    rc = serve(e, h, &jobs, &cfg);
+    log_listening(&cfg, port, e, g);
+    rc = serve(e, h, g, &jobs, &cfg);
     if (rc == EXIT_DEVICE_FAULT || rc == EXIT_ABORTED || !teardown_is_safe(e, h)) {
         /* The device or the operator says stop now, or a teardown could not finish: no orderly
          * teardown, no exit handlers. */
@@ -370,6 +387,7 @@ int main(int argc, char **argv)
     }
     cr_http_stop(h);
     cr_engine_stop(e);
+    cr_grpc_stop(g); /* after the engine: every job its calls waited for has come back */
     cr_job_table_destroy(&jobs);
     cr_shm_shutdown(); /* last: the jobs that held regions are gone */
     cr_cuda_shm_shutdown();

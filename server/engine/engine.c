@@ -225,6 +225,17 @@ int cr_engine_submit(cr_engine *e, cr_job *j, cr_error *err)
     return cr_fail(err, 503, "queue_full", "", "%d jobs are waiting; retry later", e->cfg->queue_depth);
 }
 
+int cr_engine_run(cr_engine *e, cr_job *j, cr_error *err)
+{
+    void (*on_done)(cr_job *j) = j->on_done;
+    j->on_done = NULL; /* a job finished here is the caller's to answer: 1 says so */
+    int rc = cr_engine_run_here(e, j, err);
+    j->on_done = on_done;
+    if (rc != 0)
+        return rc;
+    return cr_engine_submit(e, j, err) < 0 ? -1 : 0;
+}
+
 void cr_engine_cancel(cr_engine *e, cr_job *j)
 {
     if (cr_job_finished(j))

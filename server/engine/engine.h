@@ -33,6 +33,12 @@ int cr_engine_submit(cr_engine *e, cr_job *j, cr_error *err);
  * CPU backend's kernels: 1 when it ran (finished in any state, on_done not called), 0 when it is
  * not such a job (submit it), -1 with err when its output could not be allocated. */
 int cr_engine_run_here(cr_engine *e, cr_job *j, cr_error *err);
+/* A job for a transport that waits for its on_done (set by the caller, with on_done_arg) instead
+ * of suspending a connection (the gRPC listener): run at once on the calling thread when it is
+ * tiny (cr_engine_run_here), else submitted. 1: it finished here (on_done not called); 0: it is
+ * queued and on_done will be called once it finishes, in any state; -1 with err: refused
+ * (on_done never called). */
+int cr_engine_run(cr_engine *e, cr_job *j, cr_error *err);
 /* Cancels a job: a queued one is finished as cancelled at once; a running one is flagged and
  * the backend stops at its next phase boundary. */
 void cr_engine_cancel(cr_engine *e, cr_job *j);

@@ -2,6 +2,7 @@
  * through a reference count, freed by whoever lets go last. */
 #include "server/engine/job.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +72,18 @@ const char *cr_job_backend_name(const cr_job *j, const char *daemon_backend)
 {
     const cr_kernel *k = j->ran ? j->req.task.kernel : NULL;
     return k && k->backend == CR_BACKEND_CPU ? cr_backend_cpu.name : daemon_backend;
+}
+
+void cr_job_shape(const cr_job *j, char *out, size_t n)
+{
+    const cr_task *t = &j->req.task;
+    if (t->op == CR_OP_GEMM)
+        snprintf(out, n, "%lldx%lldx%lld", (long long)t->u.gemm.m, (long long)t->u.gemm.n,
+                 (long long)t->u.gemm.k);
+    else if (t->op == CR_OP_ATA)
+        snprintf(out, n, "%lldx%lld", (long long)t->u.ata.m, (long long)t->u.ata.n);
+    else
+        snprintf(out, n, "%lld/%d", (long long)t->u.hist.count, t->u.hist.bins);
 }
 
 size_t cr_job_bytes(const cr_job *j)

@@ -54,6 +54,7 @@ struct cr_job {
     _Atomic int refs;             /* the job table and in-flight users each hold one */
     void *conn;                   /* the HTTP request (cr_conn) waiting for a sync job, NULL otherwise */
     void (*on_done)(cr_job *j);   /* called by the worker once the job is finished, any state */
+    void *on_done_arg;            /* what on_done needs: the gRPC call's record (server/grpc/grpc_done.h) */
     int64_t debug_delay_ms;       /* --test-hooks only: the worker waits this long first */
     cr_job *next;                 /* queue link */
     cr_job *table_next;           /* job table bucket link */
@@ -72,6 +73,8 @@ const char *cr_job_kernel_name(const cr_job *j);
 /* The backend whose kernel ran the job: the daemon's, or the CPU's for a job small enough to run
  * on the HTTP thread (server/engine/host_path.c). */
 const char *cr_job_backend_name(const cr_job *j, const char *daemon_backend);
+/* The task's size as the access log shows it: "MxNxK" (gemm), "MxN" (ata), "count/bins". */
+void cr_job_shape(const cr_job *j, char *out, size_t n);
 /* Bytes of memory the job holds (inputs, outputs), for the result cap. */
 size_t cr_job_bytes(const cr_job *j);
 

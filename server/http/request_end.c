@@ -12,18 +12,6 @@
 #include "server/kserve/kserve.h"
 #include "server/obs/log.h"
 
-static void shape_of(const cr_job *j, char *out, size_t n)
-{
-    const cr_task *t = &j->req.task;
-    if (t->op == CR_OP_GEMM)
-        snprintf(out, n, "%lldx%lldx%lld", (long long)t->u.gemm.m, (long long)t->u.gemm.n,
-                 (long long)t->u.gemm.k);
-    else if (t->op == CR_OP_ATA)
-        snprintf(out, n, "%lldx%lld", (long long)t->u.ata.m, (long long)t->u.ata.n);
-    else
-        snprintf(out, n, "%lld/%d", (long long)t->u.hist.count, t->u.hist.bins);
-}
-
 static void log_request(const cr_conn *c)
 {
     char shape[64] = "", peer[64];
@@ -33,7 +21,7 @@ static void log_request(const cr_conn *c)
                         .ms = (cr_now() - c->t0) * 1e3, .bytes_in = c->len,
                         .error_code = c->error_code[0] ? c->error_code : NULL};
     if (c->job) {
-        shape_of(c->job, shape, sizeof shape);
+        cr_job_shape(c->job, shape, sizeof shape);
         r.id = c->job->id;
         r.op = cr_op_name(c->job->req.task.op);
         r.kernel = cr_job_kernel_name(c->job);

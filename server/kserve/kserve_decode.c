@@ -304,7 +304,7 @@ static int measure_json_data(const ks_ctx *x, const cJSON *data, const cr_ks_ten
     if (!cJSON_IsArray(data))
         return cr_fail(err, 400, "invalid_field", field, "%s must be a list of numbers, got %s",
                        field, cr_json_type_name(data));
-    if (cr_jarray_measure(x->fast, data, field, x->lim, &in->json, err))
+    if (cr_jarray_measure(x->fast, data, field, x->lim, &in->json, err)) /* keeps the name: not on the stack */
         return -1;
     const cr_shape *s = &in->json.shape;
     if (s->rank == 1 && (uint64_t)s->dims[0] == in->count)
@@ -552,6 +552,14 @@ static void *fill_binary(const ks_ctx *x, cr_request *r, int slot, cr_error *err
     const ks_input *in = &x->in[slot];
     size_t bytes = (size_t)in->count * cr_dtype_size(in->dt);
     cr_ks_source *s = x->src;
+    void (*release)(void *hold) = NULL;
+    void *hold = NULL, *at = s->in_place && bytes ? s->in_place(s, in->bin_off, bytes, cr_dtype_size(in->dt), &release,
+                                                                &hold)
+                                                  : NULL;
+    if (at) { /* no copy: the slot borrows the bytes where they arrived */
+        cr_request_adopt_buf(r, slot, at, bytes, release, hold);
+        return at;
+    }
     void *p = cr_request_alloc_from(r, slot, bytes, false, s->alloc.alloc, s->alloc.free, err);
     if (!p || (bytes && s->read(s, in->bin_off, p, bytes, err) != 0))
         return NULL;
@@ -786,7 +794,7 @@ int cr_ks_decode_alloc(const cr_ks_model *m, const char *body, size_t len, int64
                        cr_ks_spec *spec, cr_error *err)
 {
     size_t hl = header_len < 0 ? len : (size_t)header_len;
-    memory_source ms = {{len - hl, read_memory, alloc}, body + hl};
+    memory_source ms = {{len - hl, read_memory, alloc, NULL}, body + hl};
     return cr_ks_decode_from_as(m, body, hl, header_len < 0 ? NULL : &ms.src, lim, owner, req, spec, err);
 }
 

@@ -131,7 +131,7 @@ static void decode(cr_conn *c, cr_ks_upload *u, cr_body_stream *s)
     if (!header)
         return;
     cr_limits lim = cr_request_limits(c->h->deps.cfg);
-    socket_source ss = {{u->body_len - u->header_len, read_socket, cr_upload_allocator(c)}, s, 0, &u->broken};
+    socket_source ss = {{u->body_len - u->header_len, read_socket, cr_upload_allocator(c), NULL}, s, 0, &u->broken};
     ss.src.alloc.sink = NULL; /* tensors land in host memory: KServe's decode reads some of them there */
     int rc = cr_request_decode_charge(u->header_len, &u->err);
     if (rc == 0) {

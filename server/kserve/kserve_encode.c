@@ -13,15 +13,7 @@
 
 /* ---- one output tensor ---------------------------------------------------------------------- */
 
-typedef struct {
-    const char *name;
-    cr_dtype dt;
-    cr_shape shape;
-    const void *data; /* count elements of dt */
-    uint64_t count;
-} tensor;
-
-static void kb_tensor(cr_jbuf *b, const tensor *t, bool binary, const cr_ks_shm *shm)
+static void kb_tensor(cr_jbuf *b, const cr_ks_output *t, bool binary, const cr_ks_shm *shm)
 {
     cr_jbuf_lit(b, "{\"name\":");
     cr_jbuf_string(b, t->name);
@@ -67,26 +59,26 @@ static void *hist_edges(const cr_hist_task *h, cr_dtype dt)
 }
 
 /* The job's outputs in model order; edges (when asked) in *edges, for the caller to free. */
-static int job_tensors(const cr_job *j, const cr_ks_spec *s, tensor *out, void **edges)
+static int job_tensors(const cr_job *j, const cr_ks_spec *s, cr_ks_output *out, void **edges)
 {
     const cr_task *t = &j->req.task;
     *edges = NULL;
     if (t->op != CR_OP_HISTOGRAM) { /* a stack's whole shape */
         cr_shape shape = cr_request_result_shape(&j->req);
-        out[0] = (tensor){"c", t->dtype, shape, cr_task_output(t), cr_shape_count(&shape)};
+        out[0] = (cr_ks_output){"c", t->dtype, shape, cr_task_output(t), cr_shape_count(&shape)};
         return 0;
     }
     const cr_hist_task *h = &t->u.hist;
-    out[0] = (tensor){"counts", CR_DT_U64, {.rank = 1, .dims = {h->bins}}, h->counts, (uint64_t)h->bins};
+    out[0] = (cr_ks_output){"counts", CR_DT_U64, {.rank = 1, .dims = {h->bins}}, h->counts, (uint64_t)h->bins};
     cr_dtype edt = cr_hist_edge_dtype(t->dtype);
     if (s->want[1] && !(*edges = hist_edges(h, edt)))
         return -1;
-    out[1] = (tensor){"edges", edt, {.rank = 1, .dims = {h->bins + 1}}, *edges, (uint64_t)h->bins + 1};
+    out[1] = (cr_ks_output){"edges", edt, {.rank = 1, .dims = {h->bins + 1}}, *edges, (uint64_t)h->bins + 1};
     return 0;
 }
 
 static void kb_header(cr_jbuf *b, const cr_job *j, const cr_ks_spec *s, const char *backend,
-                      const tensor *ts)
+                      const cr_ks_output *ts)
 {
     cr_jbuf_lit(b, "{\"model_name\":");
     cr_jbuf_string(b, s->model->name);
@@ -118,20 +110,28 @@ static void kb_header(cr_jbuf *b, const cr_job *j, const cr_ks_spec *s, const ch
     cr_jbuf_lit(b, "]}");
 }
 
-int cr_ks_encode(const cr_job *j, const cr_ks_spec *s, const char *backend, cr_ks_response *out)
+int cr_ks_outputs(const cr_job *j, const cr_ks_spec *s, cr_ks_output *ts, void **edges)
 {
-    tensor ts[CR_KS_MAX_IO];
-    void *edges = NULL;
-    cr_jbuf b = {0};
-    memset(out, 0, sizeof *out);
-    if (job_tensors(j, s, ts, &edges))
+    if (job_tensors(j, s, ts, edges))
         return -1;
     for (int k = 0; k < s->model->n_outputs; k++) /* the result itself is in place already */
         if (s->want[k] && s->shm[k].out.p &&
             cr_shm_window_write(&s->shm[k].out, ts[k].data, ts[k].count * cr_dtype_size(ts[k].dt))) {
-            free(edges);
+            free(*edges);
+            *edges = NULL;
             return -1;
         }
+    return 0;
+}
+
+int cr_ks_encode(const cr_job *j, const cr_ks_spec *s, const char *backend, cr_ks_response *out)
+{
+    cr_ks_output ts[CR_KS_MAX_IO];
+    void *edges = NULL;
+    cr_jbuf b = {0};
+    memset(out, 0, sizeof *out);
+    if (cr_ks_outputs(j, s, ts, &edges))
+        return -1;
     kb_header(&b, j, s, backend, ts);
     out->header_len = b.len;
     int binary = 0;

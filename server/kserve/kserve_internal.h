@@ -77,6 +77,12 @@ typedef struct cr_ks_source {
     uint64_t len;
     int (*read)(struct cr_ks_source *s, uint64_t offset, void *dst, size_t n, cr_error *err);
     cr_host_allocator alloc;
+    /* Optional (NULL: every input is read into a buffer of its own): the bytes [offset, offset + n)
+     * where they already lie in memory a tensor may use as it is (the gRPC listener's received
+     * message, in the backend's host memory), aligned to align; NULL when they cannot be used so.
+     * The input's slot then borrows them: release(hold) once the request is done with them. */
+    void *(*in_place)(struct cr_ks_source *s, uint64_t offset, size_t n, size_t align, void (**release)(void *hold),
+                      void **hold);
 } cr_ks_source;
 
 /* Decodes an inference request. header_len < 0: the whole body is the JSON object; otherwise
@@ -123,6 +129,27 @@ int cr_kserve_direct_take(cr_conn *c, cr_request *req, cr_ks_spec **spec, cr_err
 /* Triton's per-model inference statistics (kserve_repo.c): one finished inference of model m. */
 void cr_ks_stats_record(const cr_ks_model *m, const cr_job *j);
 
+typedef struct {
+    uint64_t count, ns;
+} cr_ks_duration;
+
+/* Triton's InferStatistics of one model, as every protocol reports them. */
+typedef struct {
+    uint64_t last_ms;       /* ms since the epoch of the last inference; 0: none yet */
+    uint64_t inferences, executions;
+    cr_ks_duration success, fail, queue, compute_input, compute_infer, compute_output;
+} cr_ks_stats;
+
+void cr_ks_stats_read(const cr_ks_model *m, cr_ks_stats *out);
+
+/* The engine's dynamic batcher as Triton describes its own (--batch-delay-us, --batch-preferred):
+ * false when batching is off; else up to max preferred sizes into sizes, *n of them. */
+bool cr_ks_dynamic_batching(const cr_config *cfg, int *sizes, int max, int *n);
+
+/* The extensions the server metadata lists (/v2, ServerMetadata): up to max names into out;
+ * how many. b: the engine's backend (CUDA shared memory needs its ipc_open). */
+size_t cr_ks_extensions(const cr_backend *b, const char **out, size_t max);
+
 /* ---- response (kserve_encode.c) ----------------------------------------------------------- */
 
 typedef struct {
@@ -134,6 +161,20 @@ typedef struct {
     const void *tail;
     size_t tail_len;
 } cr_ks_response;
+
+/* One output tensor of a finished job, as every encoder writes it. */
+typedef struct {
+    const char *name;
+    cr_dtype dt;
+    cr_shape shape;   /* a stack's whole shape (cr_request_result_shape) */
+    const void *data; /* count elements of dt */
+    uint64_t count;
+} cr_ks_output;
+
+/* The outputs of a finished (done) job in model order (the unwanted ones too), those in shared
+ * memory written there; histogram edges, when wanted, computed into *edges (the caller frees
+ * them). -1 when memory ran out or a region could not be written. */
+int cr_ks_outputs(const cr_job *j, const cr_ks_spec *s, cr_ks_output *out, void **edges);
 
 /* The inference response of a finished (done) job; -1 when memory ran out. */
 int cr_ks_encode(const cr_job *j, const cr_ks_spec *s, const char *backend, cr_ks_response *out);

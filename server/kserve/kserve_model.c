@@ -76,3 +76,16 @@ int cr_ks_datatype_parse(const char *name, cr_dtype *out)
         }
     return -1;
 }
+
+size_t cr_ks_extensions(const cr_backend *b, const char **out, size_t max)
+{
+    static const char *const always[] = {"binary_tensor_data", "system_shared_memory",
+                                         "statistics", /* perf_analyzer then splits queue and compute */
+                                         "model_configuration", "model_repository"};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof always / sizeof always[0] && n < max; i++)
+        out[n++] = always[i];
+    if (b && b->ipc_open && n < max)
+        out[n++] = "cuda_shared_memory";
+    return n;
+}

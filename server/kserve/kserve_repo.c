@@ -84,27 +84,49 @@ static cJSON *duration_pair(uint64_t count, uint64_t ns)
     return o;
 }
 
-static cJSON *duration_json(const duration_stat *d)
+static cr_ks_duration duration_read(const duration_stat *d)
 {
-    return duration_pair(atomic_load(&d->count), atomic_load(&d->ns));
+    return (cr_ks_duration){atomic_load(&d->count), atomic_load(&d->ns)};
+}
+
+void cr_ks_stats_read(const cr_ks_model *m, cr_ks_stats *out)
+{
+    const model_stats *s = &stats[model_index(m)];
+    uint64_t units = atomic_load(&s->execution_units);
+    *out = (cr_ks_stats){
+        .last_ms = atomic_load(&s->last_ms),
+        .inferences = atomic_load(&s->inferences),
+        .executions = (units + EXEC_UNIT / 2) / EXEC_UNIT,
+        .success = duration_read(&s->success),
+        .fail = duration_read(&s->fail),
+        .queue = duration_read(&s->queue),
+        .compute_input = duration_read(&s->compute_input),
+        .compute_infer = duration_read(&s->compute_infer),
+        .compute_output = duration_read(&s->compute_output),
+    };
+}
+
+static cJSON *duration_json(cr_ks_duration d)
+{
+    return duration_pair(d.count, d.ns);
 }
 
 static cJSON *model_stats_json(const cr_ks_model *m)
 {
-    const model_stats *s = &stats[model_index(m)];
+    cr_ks_stats s;
+    cr_ks_stats_read(m, &s);
     cJSON *o = cJSON_CreateObject(), *inf = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", m->name);
     cJSON_AddStringToObject(o, "version", "1");
-    uint64_t units = atomic_load(&s->execution_units);
-    add_u64(o, "last_inference", atomic_load(&s->last_ms));
-    add_u64(o, "inference_count", atomic_load(&s->inferences));
-    add_u64(o, "execution_count", (units + EXEC_UNIT / 2) / EXEC_UNIT);
-    cJSON_AddItemToObject(inf, "success", duration_json(&s->success));
-    cJSON_AddItemToObject(inf, "fail", duration_json(&s->fail));
-    cJSON_AddItemToObject(inf, "queue", duration_json(&s->queue));
-    cJSON_AddItemToObject(inf, "compute_input", duration_json(&s->compute_input));
-    cJSON_AddItemToObject(inf, "compute_infer", duration_json(&s->compute_infer));
-    cJSON_AddItemToObject(inf, "compute_output", duration_json(&s->compute_output));
+    add_u64(o, "last_inference", s.last_ms);
+    add_u64(o, "inference_count", s.inferences);
+    add_u64(o, "execution_count", s.executions);
+    cJSON_AddItemToObject(inf, "success", duration_json(s.success));
+    cJSON_AddItemToObject(inf, "fail", duration_json(s.fail));
+    cJSON_AddItemToObject(inf, "queue", duration_json(s.queue));
+    cJSON_AddItemToObject(inf, "compute_input", duration_json(s.compute_input));
+    cJSON_AddItemToObject(inf, "compute_infer", duration_json(s.compute_infer));
+    cJSON_AddItemToObject(inf, "compute_output", duration_json(s.compute_output));
     /* no response cache: Triton reports zeros */
     cJSON_AddItemToObject(inf, "cache_hit", duration_pair(0, 0));
     cJSON_AddItemToObject(inf, "cache_miss", duration_pair(0, 0));
@@ -169,16 +191,25 @@ static cJSON *config_tensor(const cr_ks_tensor *t)
     return o;
 }
 
+bool cr_ks_dynamic_batching(const cr_config *cfg, int *sizes, int max, int *n)
+{
+    *n = 0;
+    if (cfg->batch_max < 1)
+        return false;
+    *n = cr_config_preferred(cfg, sizes, max);
+    *n = *n < max ? *n : max;
+    return true;
+}
+
 /* The engine's dynamic batcher as Triton describes its own (--batch-delay-us, --batch-preferred);
  * max_batch_size stays 0: batching joins whole requests, a request has no batch dimension. */
 static void add_batching(cJSON *doc, const cr_config *cfg)
 {
-    if (cfg->batch_max < 1)
+    int sizes[32], n;
+    if (!cr_ks_dynamic_batching(cfg, sizes, 32, &n))
         return;
-    int sizes[32];
-    int n = cr_config_preferred(cfg, sizes, 32);
     cJSON *db = cJSON_CreateObject(), *pref = cJSON_CreateArray();
-    for (int i = 0; i < n && i < 32; i++)
+    for (int i = 0; i < n; i++)
         cJSON_AddItemToArray(pref, cJSON_CreateNumber(sizes[i]));
     cJSON_AddItemToObject(db, "preferred_batch_size", pref);
     cJSON_AddNumberToObject(db, "max_queue_delay_microseconds", cfg->batch_delay_us);

@@ -54,15 +54,12 @@ const cr_ks_model *cr_ks_path_model(cr_conn *c)
 enum MHD_Result cr_kserve_server_metadata(cr_conn *c)
 {
     cJSON *doc = cJSON_CreateObject(), *ext = cJSON_CreateArray();
+    const char *names[8];
+    size_t n = cr_ks_extensions(cr_engine_backend(c->h->deps.engine), names, 8);
     cJSON_AddStringToObject(doc, "name", "crunchd");
     cJSON_AddStringToObject(doc, "version", CRUNCHD_VERSION);
-    cJSON_AddItemToArray(ext, cJSON_CreateString("binary_tensor_data"));
-    cJSON_AddItemToArray(ext, cJSON_CreateString("system_shared_memory"));
-    cJSON_AddItemToArray(ext, cJSON_CreateString("statistics")); /* perf_analyzer then splits queue and compute */
-    cJSON_AddItemToArray(ext, cJSON_CreateString("model_configuration"));
-    cJSON_AddItemToArray(ext, cJSON_CreateString("model_repository"));
-    if (cr_engine_backend(c->h->deps.engine)->ipc_open)
-        cJSON_AddItemToArray(ext, cJSON_CreateString("cuda_shared_memory"));
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(ext, cJSON_CreateString(names[i]));
     cJSON_AddItemToObject(doc, "extensions", ext);
     return cr_send_cjson(c, 200, doc);
 }

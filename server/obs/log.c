@@ -322,6 +322,8 @@ void cr_log_req(const cr_log_request *r)
         put_u64(&o, r->bytes_in);
         put(&o, ",\"id\":\"", id ? id : "", "\",\"op\":\"", op ? op : "", "\",\"shape\":\"", shape ? shape : "",
             "\",\"kernel\":\"", kernel ? kernel : "", "\",\"error\":\"", error ? error : "", "\"", NULL);
+        if (r->grpc_status) /* our own names: nothing to escape */
+            put(&o, ",\"grpc_status\":\"", r->grpc_status, "\"", NULL);
         static const char *const keys[] = {",\"queue_ms\":", ",\"h2d_ms\":", ",\"kernel_ms\":", ",\"d2h_ms\":"};
         put_phases(&o, keys, r);
         put(&o, "}", NULL);
@@ -334,7 +336,8 @@ void cr_log_req(const cr_log_request *r)
         put_u64(&o, r->bytes_in);
         put(&o, " peer=", peer ? peer : "-", id ? " id=" : "", id ? id : "", op ? " op=" : "", op ? op : "",
             shape ? " shape=" : "", shape ? shape : "", kernel ? " kernel=" : "", kernel ? kernel : "",
-            error ? " error=" : "", error ? error : "", NULL);
+            error ? " error=" : "", error ? error : "", r->grpc_status ? " grpc=" : "",
+            r->grpc_status ? r->grpc_status : "", NULL);
         static const char *const keys[] = {" queue=", " h2d=", " kernel=", " d2h="};
         put_phases(&o, keys, r);
     }

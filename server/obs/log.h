@@ -23,6 +23,7 @@ typedef struct {
     unsigned long long bytes_in;
     const char *request_id;  /* X-Request-Id: the client's, or the one made for it */
     const char *id, *op, *kernel, *shape, *error_code;
+    const char *grpc_status;   /* a gRPC call's status code ("NOT_FOUND"); NULL for HTTP */
     double queue_ms, h2d_ms, kernel_ms, d2h_ms;
 } cr_log_request;
 

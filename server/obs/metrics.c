@@ -39,6 +39,13 @@ typedef struct {
     histogram h;
 } duration_series;
 
+/* gRPC calls by method and status: a few dozen series at most (our methods, 17 codes). */
+#define MAX_GRPC_SERIES 160
+typedef struct {
+    const char *rpc, *code;
+    histogram h; /* its count is the calls' */
+} grpc_series;
+
 static struct {
     _Atomic uint64_t requests[CR_ROUTE_COUNT][N_CODES];
     duration_series req_durations[MAX_DURATION_SERIES];
@@ -46,10 +53,13 @@ static struct {
     _Atomic uint64_t batch[CR_METRICS_MAX_DEVICES][N_BATCH_BOUNDS + 1]; /* last: +Inf */
     _Atomic uint64_t batch_jobs[CR_METRICS_MAX_DEVICES];
     _Atomic uint64_t bytes_in;
+    _Atomic uint64_t grpc_in_place;
     _Atomic uint64_t slow_closed;
     _Atomic uint64_t direct[2]; /* TCP, Unix socket */
     _Atomic uint64_t device_stream[2]; /* in, out */
-    pthread_mutex_t mu; /* guards durations and flops */
+    grpc_series grpc[MAX_GRPC_SERIES];
+    int n_grpc;
+    pthread_mutex_t mu; /* guards durations, flops and the gRPC series */
     histogram durations[CR_OP_COUNT][N_PHASES];
     double flops[CR_OP_COUNT];
     uint64_t jobs[CR_OP_COUNT], matrices[CR_OP_COUNT];
@@ -62,6 +72,7 @@ void cr_metrics_reset(void)
         for (int c = 0; c < N_CODES; c++)
             atomic_store(&m.requests[r][c], 0);
     atomic_store(&m.bytes_in, 0);
+    atomic_store(&m.grpc_in_place, 0);
     atomic_store(&m.slow_closed, 0);
     atomic_store(&m.direct[0], 0);
     atomic_store(&m.direct[1], 0);
@@ -78,6 +89,8 @@ void cr_metrics_reset(void)
     memset(m.matrices, 0, sizeof m.matrices);
     memset(m.req_durations, 0, sizeof m.req_durations);
     m.n_req_durations = 0;
+    memset(m.grpc, 0, sizeof m.grpc);
+    m.n_grpc = 0;
     pthread_mutex_unlock(&m.mu);
 }
 
@@ -107,7 +120,25 @@ void cr_metrics_request(cr_route_label route, int http_status, double seconds)
     observe_request((int)route, http_status, seconds);
 }
 
+void cr_metrics_grpc(const char *rpc, const char *code, double seconds)
+{
+    pthread_mutex_lock(&m.mu);
+    grpc_series *g = NULL;
+    for (int i = 0; i < m.n_grpc && !g; i++)
+        if (strcmp(m.grpc[i].rpc, rpc) == 0 && strcmp(m.grpc[i].code, code) == 0)
+            g = &m.grpc[i];
+    if (!g && m.n_grpc < MAX_GRPC_SERIES) {
+        g = &m.grpc[m.n_grpc++];
+        g->rpc = rpc, g->code = code;
+    }
+    if (g)
+        observe(&g->h, seconds);
+    pthread_mutex_unlock(&m.mu);
+}
+
 void cr_metrics_bytes_in(uint64_t n) { atomic_fetch_add_explicit(&m.bytes_in, n, memory_order_relaxed); }
+
+void cr_metrics_grpc_in_place(uint64_t n) { atomic_fetch_add_explicit(&m.grpc_in_place, n, memory_order_relaxed); }
 
 void cr_metrics_slow_closed(uint64_t n) { atomic_fetch_add_explicit(&m.slow_closed, n, memory_order_relaxed); }
 void cr_metrics_device_stream(bool out, uint64_t bytes)
@@ -246,6 +277,23 @@ static void render_request_durations(text *t)
         snprintf(labels, sizeof labels, "route=\"%s\",code=\"%d\"", route_names[m.req_durations[i].route],
                  m.req_durations[i].code);
         put_histogram(t, "crunchd_request_duration_seconds", labels, &m.req_durations[i].h);
+    }
+}
+
+/* Under m.mu. The rpc and code labels are our own names (grpc_methods.c, grpc_status.c). */
+static void render_grpc(text *t)
+{
+    put(t, "# HELP crunchd_grpc_requests_total gRPC calls answered, by method and status code.\n"
+           "# TYPE crunchd_grpc_requests_total counter\n");
+    for (int i = 0; i < m.n_grpc; i++)
+        put(t, "crunchd_grpc_requests_total{rpc=\"%s\",code=\"%s\"} %llu\n", m.grpc[i].rpc, m.grpc[i].code,
+            (unsigned long long)m.grpc[i].h.count);
+    put(t, "# HELP crunchd_grpc_request_duration_seconds gRPC calls from their headers to their status, by method "
+           "and status code.\n# TYPE crunchd_grpc_request_duration_seconds histogram\n");
+    for (int i = 0; i < m.n_grpc; i++) {
+        char labels[96];
+        snprintf(labels, sizeof labels, "rpc=\"%s\",code=\"%s\"", m.grpc[i].rpc, m.grpc[i].code);
+        put_histogram(t, "crunchd_grpc_request_duration_seconds", labels, &m.grpc[i].h);
     }
 }
 
@@ -477,6 +525,7 @@ char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len)
     render_requests(&t);
     pthread_mutex_lock(&m.mu);
     render_request_durations(&t);
+    render_grpc(&t);
     render_durations(&t);
     pthread_mutex_unlock(&m.mu);
     render_process(&t);
@@ -494,6 +543,10 @@ char *cr_metrics_render(const cr_metrics_gauges *g, size_t *len)
         "crunchd_device_stream_bytes_total{direction=\"in\"} %llu\n"
         "crunchd_device_stream_bytes_total{direction=\"out\"} %llu\n",
         (unsigned long long)atomic_load(&m.device_stream[0]), (unsigned long long)atomic_load(&m.device_stream[1]));
+    put_count(&t, "crunchd_grpc_received_in_place_bytes_total", "counter",
+              "gRPC request bytes received from the socket straight into their message, never copied on the way "
+              "(the rest of a big DATA frame).",
+              atomic_load(&m.grpc_in_place));
     put_count(&t, "crunchd_host_jobs_total", "counter",
               "Jobs small enough to run on the HTTP thread that decoded them, on no device (--host-max-flops).",
               g->host_jobs);

@@ -52,7 +52,13 @@ void cr_metrics_reset(void);
 void cr_metrics_request(cr_route_label route, int http_status, double seconds);
 /* A job finished done: its phases, its flops and the products it computed (a stack's count). */
 void cr_metrics_job(cr_op op, const cr_phase_ms *ms, double flops, int64_t matrices);
+/* One gRPC call ended: its method ("ModelInfer"; "unknown" for a path we do not serve), its
+ * status code's name ("OK", "NOT_FOUND") and seconds from its headers to its end. Both strings
+ * must live as long as the process (they key the series). */
+void cr_metrics_grpc(const char *rpc, const char *code, double seconds);
 void cr_metrics_bytes_in(uint64_t n);
+/* gRPC request bytes received from the socket straight into their message (no copy in between). */
+void cr_metrics_grpc_in_place(uint64_t n);
 /* Connections shut down for sending their request too slowly (server/http/read_deadline.h). */
 void cr_metrics_slow_closed(uint64_t n);
 /* A request served on the direct path (server/http/direct.h), over TCP or the Unix socket. */

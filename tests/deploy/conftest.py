@@ -79,7 +79,7 @@ class Daemon:
         if not os.path.exists(BIN):
             pytest.fail(f"daemon binary {BIN} does not exist (make build)")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRUNCHD_")}
-        cmd = [BIN, "--backend", "cpu", "--bind", "127.0.0.1", "--port", "0",
+        cmd = [BIN, "--backend", "cpu", "--bind", "127.0.0.1", "--port", "0", "--grpc-port", "0",
                "--port-file", str(self.port_file), "--workers", "2"] + self.args
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)

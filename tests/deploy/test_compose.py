@@ -28,6 +28,7 @@ def test_compose_stack():
     assert cr.get("stop_signal", "SIGTERM") == "SIGTERM"
     assert cr["restart"] == "on-failure"  # exit 3 (device fault) restarts, exit 0 stays down
     assert "8080:8080" in cr["ports"]
+    assert "8001:8001" in cr["ports"] and cr["environment"]["CRUNCHD_GRPC_PORT"] == "8001"  # gRPC
     # the image's --auto-cache file outlives the container: later starts skip the kernel timing
     cache = [v.split(":")[0] for v in cr["volumes"] if v.endswith(":/var/cache/crunchd")]
     assert cache and cache[0] in c["volumes"], cr["volumes"]

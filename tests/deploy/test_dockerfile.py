@@ -114,13 +114,13 @@ def test_runtime_stage(df):
     name = user[-1].split(":")[0]
     assert name not in ("root", "0") and name.isdigit(), f"USER {user[-1]}: numeric non-root please"
     assert ins.index("USER") < ins.index("ENTRYPOINT")
-    assert args("EXPOSE") == ["8080"]
+    assert args("EXPOSE") == ["8080 8001"]
     assert args("STOPSIGNAL") == ["SIGTERM"]
     hc = args("HEALTHCHECK")
     assert len(hc) == 1 and '"crunchd", "--check"' in hc[0] and "/healthz" in hc[0], hc
     assert '"crunchd"' in args("ENTRYPOINT")[0]
     env = " ".join(args("ENV"))
-    for kv in ("CRUNCHD_BIND=0.0.0.0", "CRUNCHD_PORT=8080", "NVIDIA_VISIBLE_DEVICES=all",
+    for kv in ("CRUNCHD_BIND=0.0.0.0", "CRUNCHD_PORT=8080", "CRUNCHD_GRPC_PORT=8001", "NVIDIA_VISIBLE_DEVICES=all",
                "CRUNCHD_AUTO_CACHE=/var/cache/crunchd/"):  # a directory the image makes, owned by its user
         assert kv in env, kv
     caps = re.search(r"NVIDIA_DRIVER_CAPABILITIES=(\S+)", env).group(1).split(",")
@@ -135,7 +135,8 @@ BASE_IMAGE_LIBS = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", 
 CUDA_RUNTIME_IMAGE_LIBS = {"libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"}
 UBUNTU_PACKAGES = {"libmicrohttpd.so.12": "libmicrohttpd12t64", "libcjson.so.1": "libcjson1",
                    "libuuid.so.1": "libuuid1", "libopenblas.so.0": "libopenblas0",
-                   "libgnutls.so.30": "libgnutls30t64", "libz.so.1": "zlib1g"}
+                   "libgnutls.so.30": "libgnutls30t64", "libz.so.1": "zlib1g",
+                   "libnghttp2.so.14": "libnghttp2-14", "libprotobuf-c.so.1": "libprotobuf-c1"}
 
 
 def test_runtime_stage_installs_every_needed_library(df):

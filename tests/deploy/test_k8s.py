@@ -52,16 +52,19 @@ def test_deployment_semantics():
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
-    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["startupProbe"]["httpGet"]["path"] == "/healthz"
     env = env_of(c)
+    # native grpc probes on grpc.health.v1: liveness as /healthz, readiness as /readyz
+    grpc_port = int(env["CRUNCHD_GRPC_PORT"])
+    assert c["livenessProbe"]["grpc"] == {"port": grpc_port, "service": "liveness"}
+    assert c["readinessProbe"]["grpc"]["port"] == grpc_port and c["readinessProbe"]["grpc"].get("service", "") == ""
     assert env["CRUNCHD_BIND"] == "0.0.0.0"
     drain = int(env["CRUNCHD_DRAIN_TIMEOUT_S"])
     pre = c["lifecycle"]["preStop"]
     pre_s = int(pre["exec"]["command"][1]) if "exec" in pre else int(pre["sleep"]["seconds"])
     assert pod["terminationGracePeriodSeconds"] > pre_s + drain, "SIGKILL would cut the drain short"
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports["http"] == int(env["CRUNCHD_PORT"])
+    assert ports["http"] == int(env["CRUNCHD_PORT"]) and ports["grpc"] == grpc_port
     ann = dep["spec"]["template"]["metadata"]["annotations"]
     assert ann["prometheus.io/scrape"] == "true" and int(ann["prometheus.io/port"]) == ports["http"]
     sc, psc = c["securityContext"], pod["securityContext"]
@@ -82,6 +85,7 @@ def test_service_and_hpa_point_at_the_deployment():
     labels = dep["spec"]["template"]["metadata"]["labels"]
     assert svc["spec"]["selector"].items() <= labels.items()
     assert svc["spec"]["ports"][0]["targetPort"] in ("http", 8080)
+    assert {p["name"]: p["targetPort"] for p in svc["spec"]["ports"]}["grpc"] == "grpc"
     assert svc["spec"]["sessionAffinity"] == "ClientIP"
     ttl = 300  # --result-ttl-s default: affinity must outlive a kept async result
     assert svc["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] > ttl

@@ -32,6 +32,9 @@ import pytest
 import requests
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Tests that run the binary themselves inherit this: their daemons leave the gRPC port (8001 by
+# default) alone, so two at once never collide on it.
+os.environ["CRUNCHD_GRPC_PORT"] = "0"
 BIN = os.environ.get("CRUNCHD_BIN") or str(ROOT / "build" / "crunchd")
 BACKEND = os.environ.get("CRUNCHD_BACKEND", "cpu")
 EXTRA_ARGS = shlex.split(os.environ.get("CRUNCHD_TEST_ARGS", ""))
@@ -74,8 +77,11 @@ class Daemon:
     """One crunchd process on a free port of 127.0.0.1 (host_path: the daemon's own default for
     tiny jobs rather than HOST_PATH_OFF; flags in args win either way)."""
 
-    def __init__(self, args=(), env=None, name="crunchd", workdir=None, host_path=False, all_gpus=False):
+    def __init__(self, args=(), env=None, name="crunchd", workdir=None, host_path=False, all_gpus=False,
+                 grpc=False):
         self.args = list(args)
+        self.grpc = grpc
+        self.grpc_port = None
         self.all_gpus = all_gpus
         self.host_path = host_path
         self.env_extra = dict(env or {})
@@ -83,6 +89,7 @@ class Daemon:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.port_file = self.workdir / f"{name}.port"
+        self.grpc_port_file = self.workdir / f"{name}.grpc-port"
         self.log_path = self.workdir / f"{name}.log"
         self.proc = None
         self.port = None
@@ -105,11 +112,16 @@ class Daemon:
             # batches, are written for one device; test_multi_gpu.py asks for all of them
             env["CUDA_VISIBLE_DEVICES"] = env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
         env.update(self.env_extra)
+        # gRPC off unless a test asks for it (grpc=True: any free port, learnt from --grpc-port-file):
+        # hundreds of daemons must not all try 8001
+        grpc = ["--grpc-port", "-1", "--grpc-port-file", str(self.grpc_port_file)] if self.grpc else \
+            ["--grpc-port", "0"]
         cmd = [BIN, "--port", "0", "--port-file", str(self.port_file), "--bind", "127.0.0.1",
-               "--backend", BACKEND, "--auto-cache", AUTO_CACHE] + ([] if self.host_path else HOST_PATH_OFF) + \
-            EXTRA_ARGS + self.args
-        if self.port_file.exists():
-            self.port_file.unlink()
+               "--backend", BACKEND, "--auto-cache", AUTO_CACHE] + grpc + \
+            ([] if self.host_path else HOST_PATH_OFF) + EXTRA_ARGS + self.args
+        for f in (self.port_file, self.grpc_port_file):
+            if f.exists():
+                f.unlink()
         self._log = open(self.log_path, "wb")
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
@@ -134,6 +146,8 @@ class Daemon:
                 raise DaemonError(f"no port file after {START_TIMEOUT_S}s:\n" + self.log_tail())
             time.sleep(POLL_S)
         assert 0 < self.port < 65536
+        if self.grpc:  # written before the HTTP port file: there already
+            self.grpc_port = int(self.grpc_port_file.read_text().strip())
         self.wait_ready(deadline)
         return self
 
@@ -339,8 +353,8 @@ def daemon_factory(tmp_path, prefix="extra"):
     factory, then stops every daemon it started and raises the first failure."""
     started = []
 
-    def factory(*args, env=None, name=None, start=True):
-        d = Daemon(args, env=env, name=name or f"{prefix}{len(started)}", workdir=tmp_path)
+    def factory(*args, env=None, name=None, start=True, grpc=False):
+        d = Daemon(args, env=env, name=name or f"{prefix}{len(started)}", workdir=tmp_path, grpc=grpc)
         started.append(d)
         if start:
             d.start()

@@ -21,6 +21,7 @@ MiB = 1 << 20
 
 def run_bin(*args, env=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith("CRUNCHD_")}
+    e["CRUNCHD_GRPC_PORT"] = "0"  # a daemon started here leaves 8001 to whoever has it
     e.update(env or {})
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=30, env=e)
 
@@ -192,7 +193,7 @@ def test_make_serve_listens_on_crunchd_port(tmp_path):
     (build / "crunchd").symlink_to(BIN)
     port = free_port()
     env = make_env(CRUNCHD_PORT=str(port), CRUNCHD_BACKEND="cpu", CRUNCHD_BIND="127.0.0.1",
-                   CRUNCHD_WORKERS="1")
+                   CRUNCHD_WORKERS="1", CRUNCHD_GRPC_PORT="0")
     log = open(tmp_path / "make.log", "wb")
     p = subprocess.Popen(["make", "-s", "-C", str(ROOT), "serve", f"BUILD={build}", "PORT=1"],
                          env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -33,7 +33,7 @@ OUT_BYTES = {"gemm": 16 * 8 * 4, "ata": 6 * 6 * 4, "histogram": 257 * 8}
 
 @pytest.fixture(scope="module")
 def pa_daemon(start_daemon_module):
-    return start_daemon_module()
+    return start_daemon_module(grpc=True)
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +54,12 @@ def shm_names_lock(extra):
         yield
 
 
-def run_pa(daemon, model, *extra, shapes=None, timeout=120):
+def run_pa(daemon, model, *extra, shapes=None, timeout=120, grpc=False):
+    """perf_analyzer over HTTP, or over gRPC (-i grpc, the daemon's --grpc-port)."""
     if not os.access(PA, os.X_OK):
         pytest.fail(f"{PA} is missing: make deps fetches it (scripts/fetch_perf_analyzer.sh)")
-    cmd = [PA, "-u", f"127.0.0.1:{daemon.port}", "-m", model, *(shapes or SHAPES[model]), *WINDOW, *extra]
+    url = ["-i", "grpc", "-u", f"127.0.0.1:{daemon.grpc_port}"] if grpc else ["-u", f"127.0.0.1:{daemon.port}"]
+    cmd = [PA, *url, "-m", model, *(shapes or SHAPES[model]), *WINDOW, *extra]
     with shm_names_lock(extra):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     out = p.stdout + p.stderr
@@ -119,3 +121,45 @@ def test_server_statistics_split_queue_and_compute(pa_daemon):
     assert stats["inference_count"] >= stats["execution_count"] > 0
     assert set(stats["inference_stats"]) >= {"success", "fail", "queue", "compute_input", "compute_infer",
                                               "compute_output", "cache_hit", "cache_miss"}
+
+
+# -- the same modes over gRPC (-i grpc): tritonclient's C++ gRPC client on the KServe v2 gRPC port --
+
+@pytest.mark.parametrize("model", sorted(SHAPES))
+def test_grpc_binary_tensors_sync(pa_daemon, model):
+    out = run_pa(pa_daemon, model, grpc=True)
+    assert server_side(out), "no server-side statistics in the report:\n" + out[-2000:]
+
+
+@pytest.mark.parametrize("model", sorted(SHAPES))
+def test_grpc_async_concurrency_sweep(pa_daemon, model):
+    out = run_pa(pa_daemon, model, "-a", "--concurrency-range", "1:4:3", grpc=True)
+    assert "Concurrency: 1," in out and "Concurrency: 4," in out, out[-2000:]
+
+
+@pytest.mark.parametrize("model", sorted(SHAPES))
+def test_grpc_streaming(pa_daemon, model):
+    """ModelStreamInfer: perf_analyzer's requests on one bidirectional stream per context."""
+    out = run_pa(pa_daemon, model, "--streaming", "--concurrency-range", "1:8:7", grpc=True)
+    assert "Concurrency: 8," in out, out[-2000:]
+
+
+@pytest.mark.parametrize("model", sorted(SHAPES))
+def test_grpc_system_shared_memory(pa_daemon, model):
+    """Regions registered, used and unregistered over gRPC: the table HTTP reads is empty after."""
+    run_pa(pa_daemon, model, "--shared-memory", "system", "--output-shared-memory-size", str(OUT_BYTES[model]),
+           grpc=True)
+    assert pa_daemon.get("/v2/systemsharedmemory/status").json() == []
+
+
+def test_grpc_request_rate(pa_daemon):
+    out = run_pa(pa_daemon, "gemm", "--request-rate-range", "200:400:200", grpc=True)
+    assert "Request Rate: 200," in out and "Request Rate: 400," in out, out[-2000:]
+
+
+@pytest.mark.skipif(BACKEND != "cuda", reason="CUDA shared memory needs a GPU")
+@pytest.mark.parametrize("model", ["gemm", "ata"])
+def test_grpc_cuda_shared_memory(pa_daemon, model):
+    run_pa(pa_daemon, model, "--shared-memory", "cuda", "--output-shared-memory-size", str(OUT_BYTES[model]),
+           grpc=True)
+    assert pa_daemon.get("/v2/cudasharedmemory/status").json() == []

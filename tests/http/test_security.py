@@ -211,6 +211,7 @@ def test_binds_loopback_by_default(tmp_path):
     port_file = tmp_path / "port"
     log_path = tmp_path / "default-bind.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRUNCHD_")}
+    env["CRUNCHD_GRPC_PORT"] = "0"  # the bind under test is HTTP's; 8001 may be another test's
     with open(log_path, "wb") as log:
         p = subprocess.Popen([BIN, "--port", "0", "--port-file", str(port_file), "--backend", BACKEND],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
