@@ -143,6 +143,10 @@ static const opt_spec specs[] = {
 };
 #undef F
 #define N_SPECS (sizeof specs / sizeof specs[0])
+/* getopt_long's value of option i: past every character getopt itself returns ('?', ':', 'h'),
+ * which a bare index would reach once there are 58 options. */
+#define OPT_VAL_BASE 256
+_Static_assert(N_SPECS <= 64, "cr_config.given has one bit per option");
 
 static void set_defaults(cr_config *c)
 {
@@ -398,7 +402,7 @@ int cr_config_load(cr_config *c, int argc, char **argv, FILE *err)
     for (size_t i = 0; i < N_SPECS; i++)
         longopts[i] = (struct option){specs[i].flag,
                                       specs[i].kind == OPT_BOOL ? no_argument : required_argument,
-                                      NULL, (int)i};
+                                      NULL, OPT_VAL_BASE + (int)i};
     longopts[N_SPECS] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[N_SPECS + 1] = (struct option){"version", no_argument, NULL, 'V'};
     longopts[N_SPECS + 2] = (struct option){0, 0, 0, 0};
@@ -421,6 +425,7 @@ int cr_config_load(cr_config *c, int argc, char **argv, FILE *err)
             return -1;
         }
         char from[64];
+        r -= OPT_VAL_BASE;
         snprintf(from, sizeof from, "--%s", specs[r].flag);
         if (specs[r].kind == OPT_LIST && !list_from_flag[r]) { /* flags win over the environment */
             list_from_flag[r] = true;
