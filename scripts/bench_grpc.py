@@ -11,7 +11,7 @@
      request's bytes built once beforehand (grpcio with an identity serialiser, http.client with
      the binary body): the protocols and the daemon alone. The target: gRPC within 1.2x of HTTP.
 
-  scripts/bench_grpc.py [--small] [--bin build/crunchd] [--backend cuda|cpu] [--csv out.csv]
+  scripts/bench_grpc.py [--small] [--bin build/crunchd] [--backend cuda|cpu] [--csv out.csv] [--window-ms N]
 
 --small (a CPU machine): 64x64 only, concurrency 1 and 8, 16 MiB instead of 256, short windows.
 Starts its own daemon (tests/http/conftest.py's Daemon: free ports, its log beside it); prints a
@@ -185,6 +185,7 @@ def main():
     ap.add_argument("--bin", default=os.environ.get("CRUNCHD_BIN", str(ROOT / "build" / "crunchd")))
     ap.add_argument("--backend", default=os.environ.get("CRUNCHD_BACKEND", "auto"))
     ap.add_argument("--csv", help="also write the rows here")
+    ap.add_argument("--window-ms", type=int, help="perf_analyzer's measurement window (3000; --small 1000)")
     args = ap.parse_args()
     os.environ["CRUNCHD_BIN"], os.environ["CRUNCHD_BACKEND"] = args.bin, args.backend
     import conftest
@@ -193,6 +194,7 @@ def main():
         sys.exit(f"bench_grpc: {PERF_ANALYZER} is missing (make deps fetches it)")
     sizes, concs = ([64], [1, 8]) if args.small else ([64, 256], [1, 64])
     window_ms, mib, repeats = (1000, 16, 3) if args.small else (3000, 256, 5)
+    window_ms = args.window_ms or window_ms
     rows, ok = [], True
     with tempfile.TemporaryDirectory(prefix="bench-grpc-") as t:
         tmp = pathlib.Path(t)

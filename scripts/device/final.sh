@@ -6,7 +6,10 @@
 #           perf_analyzer, the Python packages the device lacks)
 #   device: tar -xJf .devpack/device.tar.xz && tar -xJf .devpack/extra.tar.xz &&
 #           scripts/device/final.sh $OUT
+# FINAL_QUICK=1 fits about 200 s: the kernels' tests run beside the wave's HTTP files, the client
+# suite, the fault test and the rest of the suite are left out, the benchmarks' windows are short.
 set -uo pipefail
+quick=${FINAL_QUICK:-0}
 out=$1
 mkdir -p "$out/results"
 source .device/env.sh
@@ -23,24 +26,32 @@ step() { # seconds name cmd...: one bounded step, its output in OUT/name.log, it
 }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv >"$out/device.txt" 2>&1
 # 1. the kernels' own tests: every kernel at odd sizes, stacks, the generator
-for g in "$bin"/gpu_*; do
-  step 90 "$(basename "$g")" "$g"
-done
+gpu_tests() { for g in "$bin"/gpu_*; do step 90 "$(basename "$g")" "$g"; done; }
+if [ "$quick" = 1 ]; then gpu_tests & else gpu_tests; fi
 # 2. the HTTP and client suites on cuda, this wave's files first, then the fault test
 wave="tests/http/test_stacks.py tests/http/test_tensors.py tests/http/test_streams.py tests/http/test_kserve_direct.py
       tests/http/test_perf_analyzer.py tests/http/test_host_path.py"
 [ -f tests/http/test_grpc.py ] && wave="$wave tests/http/test_grpc.py"
 [ -f tests/http/test_random.py ] && wave="$wave tests/http/test_random.py"
-step 150 http-wave python3 -m pytest -q -n 12 --dist loadfile $wave
-step 60 client-cuda python3 -m pytest -q -n 4 tests/client
-CRUNCHD_FAULT_INJECTION=1 CRUNCHD_BIN=$PWD/$bin/crunchd-fault step 40 fault python3 -m pytest -q tests/http/test_fault.py
-# 3. the benchmarks
-CRUNCHD_STREAM_GIB=${CRUNCHD_STREAM_GIB:-4} step 100 bench-streams python3 scripts/bench_streams.py .device "$out/results/streams.csv"
-BENCH_LOAD_SECONDS=3 BENCH_LOAD_WARMUP=0.5 BENCH_LOAD_CONNS=1,64 BENCH_LOAD_ALTS=torch BENCH_LOAD_ALT_WORKERS=8 \
-  BENCH_LOAD_ROWS=gemm64_npy,gemm64_kserve,gemm256_npy,gemm256_kserve,gemm256_json,gemm256_kjson \
-  step 110 bench-load python3 scripts/bench_load.py .device "$out/results/load-kserve.csv"
-[ -f scripts/bench_grpc.py ] && step 45 bench-grpc python3 scripts/bench_grpc.py .device "$out/results/grpc.csv"
+step $((quick ? 70 : 150)) http-wave python3 -m pytest -q -n 12 --dist loadfile $wave
+wait # the kernels' tests, when they ran beside
+if [ "$quick" = 0 ]; then
+  step 60 client-cuda python3 -m pytest -q -n 4 tests/client
+  CRUNCHD_FAULT_INJECTION=1 CRUNCHD_BIN=$PWD/$bin/crunchd-fault step 40 fault python3 -m pytest -q tests/http/test_fault.py
+fi
+# 3. the benchmarks: KServe (perf_analyzer) against /v1 (wrk) at 64 connections with aiohttp +
+# PyTorch beside, JSON one request at a time, streams, gRPC
+export BENCH_LOAD_SECONDS=$((quick ? 2 : 3)) BENCH_LOAD_WARMUP=0.5
+BENCH_LOAD_CONNS=64 BENCH_LOAD_ALTS=torch BENCH_LOAD_ALT_WORKERS=8 \
+  BENCH_LOAD_ROWS=gemm64_npy,gemm64_kserve,gemm256_npy,gemm256_kserve \
+  step $((quick ? 55 : 90)) bench-load python3 scripts/bench_load.py .device "$out/results/load-kserve.csv"
+BENCH_LOAD_CONNS=1 BENCH_LOAD_ALT_WORKERS=$((quick ? 0 : 8)) BENCH_LOAD_ROWS=gemm64_npy,gemm64_kserve,gemm256_json,gemm256_kjson \
+  step $((quick ? 25 : 40)) bench-load-c1 python3 scripts/bench_load.py .device "$out/results/load-kserve-c1.csv"
+CRUNCHD_STREAM_GIB=${CRUNCHD_STREAM_GIB:-$((quick ? 1 : 4))} \
+  step $((quick ? 30 : 100)) bench-streams python3 scripts/bench_streams.py .device "$out/results/streams.csv"
+step $((quick ? 35 : 120)) bench-grpc python3 scripts/bench_grpc.py --bin "$CRUNCHD_BIN" --backend cuda \
+  --csv "$out/results/grpc.csv" --window-ms $((quick ? 1000 : 3000))
 # 4. the rest of the HTTP suite while the call lasts (the caller's limit ends it)
-step 600 http-rest python3 -m pytest -q -n 12 --dist loadfile tests/http --deselect tests/http/test_fault.py \
+[ "$quick" = 1 ] || step 600 http-rest python3 -m pytest -q -n 12 --dist loadfile tests/http --deselect tests/http/test_fault.py \
   $(for f in $wave; do echo --ignore="$f"; done)
 cat "$out/steps.txt"
