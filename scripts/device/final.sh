@@ -33,7 +33,7 @@ wave="tests/http/test_stacks.py tests/http/test_tensors.py tests/http/test_strea
       tests/http/test_perf_analyzer.py tests/http/test_host_path.py"
 [ -f tests/http/test_grpc.py ] && wave="$wave tests/http/test_grpc.py"
 [ -f tests/http/test_random.py ] && wave="$wave tests/http/test_random.py"
-step $((quick ? 70 : 150)) http-wave python3 -m pytest -q -n 12 --dist loadfile $wave
+step $((quick ? 70 : 150)) http-wave python3 -m pytest -v --tb=short -n 12 --dist loadfile $wave # -v: each outcome as it happens, so a cut-short step still names its failures
 wait # the kernels' tests, when they ran beside
 if [ "$quick" = 0 ]; then
   step 60 client-cuda python3 -m pytest -q -n 4 tests/client
