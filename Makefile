@@ -129,7 +129,7 @@ bench: build ## on a GPU machine: kernel sweep vs cuBLAS/CUB -> bench/results/
 JSON_BENCH_SIDE ?= 1024
 
 .PHONY: bench-e2e
-bench-e2e: build ## on a GPU machine: 4096² GEMM and 512 MiB histogram over HTTP, shared memory, the Unix socket vs their floors (CRUNCHD_E2E_SMALL=1: small, cpu)
+bench-e2e: build ## on a GPU machine: 4096² GEMM and 512 MiB histogram over HTTP, shared memory, the Unix socket, stacks, resident tensors vs their floors (CRUNCHD_E2E_SMALL=1: small, cpu)
 	$(PYTHON) scripts/bench_e2e.py $(BUILD) bench/results/e2e.csv
 
 .PHONY: bench-streams

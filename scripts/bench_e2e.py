@@ -21,6 +21,8 @@
    d. the same GEMM through CUDA shared memory (/v2: a, b and c in this process's device memory,
       opened by the daemon from IPC handles; no copy at all) against cuBLAS alone: target
       e2e <= 1.2 x kernel + 0.5 ms (cuda only; needs cuda-python for tritonclient's utilities).
+5. Stacks of small GEMMs (shared memory, .npy) and resident tensors (a batch times a resident
+   matrix, 64 connections of it, a GEMM -> AtA chain on the device): scripts/e2e_objects.py.
 
 Prints the ratios (target <= 1.5) and writes a CSV.
   scripts/bench_e2e.py BUILD_DIR OUT_CSV        (CRUNCHD_BIN overrides BUILD_DIR/crunchd;
@@ -60,7 +62,7 @@ import bench_load  # noqa: E402  (its multipart body, as curl -F builds it)
 
 REPS = 5
 SMALL = os.environ.get("CRUNCHD_E2E_SMALL", "") not in ("", "0")
-# CRUNCHD_E2E_ONLY=unix,shm,...: only those rows (gemm, hist, rss, shm, unix, cuda_shm), one pass
+# CRUNCHD_E2E_ONLY=unix,shm,...: only those rows (gemm, hist, rss, shm, unix, cuda_shm, stack, tensor), one pass
 ONLY = {r for r in os.environ.get("CRUNCHD_E2E_ONLY", "").split(",") if r}
 
 
@@ -537,6 +539,16 @@ def cuda_shm_usable():
         return False
 
 
+def objects_rows(d, tmp, h2d, d2h):
+    """Stacks and resident tensors (scripts/e2e_objects.py), when wanted."""
+    if not (wanted("stack") or wanted("tensor")):
+        return []
+    import e2e_objects
+    tcp_gbps = statistics.median(raw_tcp_gbps() for _ in range(3))
+    rows = e2e_objects.stack_rows(d, tmp, h2d, d2h, tcp_gbps) if wanted("stack") else []
+    return rows + (e2e_objects.tensor_rows(d, tmp, tcp_gbps) if wanted("tensor") else [])
+
+
 def write_csv(rows, out_csv):
     """rows ({case, figure: value}) as a CSV of every figure any row has; returns their names."""
     keys = sorted({k for r in rows for k in r} - {"case"})
@@ -591,11 +603,16 @@ def main():
                     rows += [bench_gemm_unix(d, tmp, gemm)] if wanted("unix") else []
                     if wanted("cuda_shm") and cuda_shm_usable():
                         rows.append(bench_gemm_cuda_shm(d))
+                    rows += objects_rows(d, tmp, h2d, d2h)
             finally:
                 d.stop()
     os.rmdir(sock_dir)
     keys = write_csv(rows, out_csv)
+    import e2e_objects
     for r in rows:
+        if line := e2e_objects.describe(r):
+            print(line)
+            continue
         if "rss_growth_mib" in r:
             print(f"{r['case']}: peak RSS grew {r['rss_growth_mib']:.0f} MiB for a "
                   f"{r['bytes'] >> 20} MiB upload -> {r['ratio']:.2f}x the body (target ~1.2)")
