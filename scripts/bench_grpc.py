@@ -2,8 +2,8 @@
 """The gRPC listener against the HTTP KServe path on one daemon (issue 38's targets):
 
   1. perf_analyzer -i grpc against -i http, 64x64 and 256x256 FP32 GEMM (the same input data, from
-     a file: no subnormal random bits), at concurrency 1 and 64: infer/s and p99 of each, and the
-     ratio gRPC/HTTP (the target: at least 1).
+     a file: no subnormal random bits), at concurrency 1 and 64: infer/s and p99 of each, the
+     daemon's and perf_analyzer's CPU per request, and the ratio gRPC/HTTP (the target: at least 1).
   2. 1,000 requests in flight on one ModelStreamInfer stream (tritonclient.grpc's streaming API:
      all sent before the first answer is read): every answer checked against numpy, the time.
   3. One 256 MiB FP32 tensor (a histogram's data) end to end, gRPC against HTTP binary, two ways:
@@ -26,6 +26,7 @@ import os
 import pathlib
 import queue
 import re
+import resource
 import shlex
 import subprocess
 import sys
@@ -33,9 +34,12 @@ import tempfile
 import time
 
 import numpy as np
+import requests
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "http"))
+sys.path.insert(0, str(ROOT / "scripts"))
+import bench_load  # noqa: E402  (cpu_s: a process's CPU seconds)
 PERF_ANALYZER = os.environ.get("PERF_ANALYZER") or str(ROOT / ".tools" / "perf_analyzer" / "perf_analyzer")
 
 
@@ -61,15 +65,33 @@ def gemm_data(tmp, n, rng):
     return f
 
 
+def answered(d):
+    """Requests the daemon has answered on either transport (its request counters)."""
+    text = requests.get(d.url("/metrics"), timeout=10).text
+    return sum(float(v) for v in re.findall(r"^crunchd_(?:grpc_)?requests_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+def with_costs(d, run):
+    """run() -> (rate, p99), plus the daemon's and perf_analyzer's CPU per request (us) meanwhile:
+    where the client is the bound, the daemon's cost per request is what compares."""
+    n0, c0, k0 = answered(d), bench_load.cpu_s(d.proc.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+    rate, p99 = run()
+    n = answered(d) - n0 - 1  # the metrics request itself
+    k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client = k1.ru_utime + k1.ru_stime - k0.ru_utime - k0.ru_stime
+    return rate, p99, (bench_load.cpu_s(d.proc.pid) - c0) / max(n, 1) * 1e6, client / max(n, 1) * 1e6
+
+
 def rates(d, tmp, sizes, concs, window_ms, rows):
     rng = np.random.default_rng(38)
     for n in sizes:
         data = gemm_data(tmp, n, rng)
         for conc in concs:
-            h = perf_analyzer(f"127.0.0.1:{d.port}", "http", data, n, conc, window_ms)
-            g = perf_analyzer(f"127.0.0.1:{d.grpc_port}", "grpc", data, n, conc, window_ms)
-            rows.append({"test": f"gemm{n} c{conc}", "http": f"{h[0]:.0f}/s p99 {h[1]:.2f} ms",
-                         "grpc": f"{g[0]:.0f}/s p99 {g[1]:.2f} ms", "grpc/http": f"{g[0] / h[0]:.2f}x rate"})
+            h = with_costs(d, lambda: perf_analyzer(f"127.0.0.1:{d.port}", "http", data, n, conc, window_ms))
+            g = with_costs(d, lambda: perf_analyzer(f"127.0.0.1:{d.grpc_port}", "grpc", data, n, conc, window_ms))
+            cost = lambda r: f"{r[0]:.0f}/s p99 {r[1]:.2f} ms, cpu daemon {r[2]:.0f} + client {r[3]:.0f} us"
+            rows.append({"test": f"gemm{n} c{conc}", "http": cost(h), "grpc": cost(g),
+                         "grpc/http": f"{g[0] / h[0]:.2f}x rate, {g[2] / h[2]:.2f}x daemon cpu"})
             print(rows[-1], flush=True)
 
 
