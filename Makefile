@@ -134,7 +134,11 @@ bench-e2e: build ## on a GPU machine: 4096² GEMM and 512 MiB histogram over HTT
 
 .PHONY: bench-streams
 bench-streams: build ## on a GPU machine: streamed histograms and AtA (curl -T, parts over 1 and 4 connections, shared memory), resident tensors -> bench/results/streams.csv
-	python3 scripts/bench_streams.py $(BUILD) bench/results/streams.csv
+	$(PYTHON) scripts/bench_streams.py $(BUILD) bench/results/streams.csv
+
+.PHONY: bench-grpc
+bench-grpc: build ## gRPC against HTTP KServe: perf_analyzer rates with CPU per request, a 1000-request stream, a 256 MiB tensor -> bench/results/grpc.csv (GRPC_ARGS=--small: cpu)
+	$(PYTHON) scripts/bench_grpc.py --bin $(BUILD)/crunchd --csv bench/results/grpc.csv $(GRPC_ARGS)
 
 .PHONY: bench-load
 bench-load: build ## jobs/s, p50/p99 at 1-256 connections vs an aiohttp + NumPy server -> bench/results/load.csv, load.png
