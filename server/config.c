@@ -32,6 +32,9 @@ static const opt_spec specs[] = {
      "and grpc.health.v1 (0: off; -1: any free port, written to --grpc-port-file)"},
     {"grpc-bind", OPT_STR, F(grpc_bind), 0, 0, "--bind's address", "address the gRPC port binds"},
     {"grpc-port-file", OPT_STR, F(grpc_port_file), 0, 0, "none", "write the bound gRPC port to this file once listening"},
+    {"grpc-unix-socket", OPT_STR, F(grpc_unix_socket), 0, 0, "none",
+     "also serve gRPC on this Unix socket (grpc.insecure_channel(\"unix:PATH\")); --unix-socket-mode and "
+     "-group apply, no TLS there"},
     {"grpc-threads", OPT_INT, F(grpc_threads), 0, 64, "0: as many as --http-threads",
      "the gRPC listener's event loop threads (each serves its connections; jobs run on the workers)"},
     {"reuse-port", OPT_BOOL, F(reuse_port), 0, 0, "off",
@@ -288,8 +291,12 @@ static int check_unix_socket(cr_config *c, FILE *err)
         fprintf(err, "crunchd: --bind none serves no TCP: give --unix-socket PATH, or an address\n");
         return -1;
     }
-    if (!c->unix_socket[0] && c->unix_socket_group[0]) {
-        fprintf(err, "crunchd: --unix-socket-group needs --unix-socket\n");
+    if (!c->unix_socket[0] && !c->grpc_unix_socket[0] && c->unix_socket_group[0]) {
+        fprintf(err, "crunchd: --unix-socket-group needs --unix-socket or --grpc-unix-socket\n");
+        return -1;
+    }
+    if (c->unix_socket[0] && strcmp(c->unix_socket, c->grpc_unix_socket) == 0) {
+        fprintf(err, "crunchd: --unix-socket and --grpc-unix-socket need paths of their own\n");
         return -1;
     }
     return 0;

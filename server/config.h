@@ -13,6 +13,7 @@ typedef struct {
     int grpc_port;            /* KServe v2 gRPC; 0: off; -1: any free port (--grpc-port-file says which) */
     char grpc_bind[64];       /* "": --bind's address */
     char grpc_port_file[256];
+    char grpc_unix_socket[108]; /* gRPC on this Unix socket too (sun_path's size); "": no */
     int grpc_threads;         /* the gRPC listener's event loops; 0: as many as the HTTP threads */
     bool reuse_port;          /* SO_REUSEPORT: only when asked, so a busy port fails start-up */
     char backend[8];          /* cpu | cuda | auto */

@@ -373,7 +373,7 @@ int main(int argc, char **argv)
         return EXIT_STARTUP;
     }
     /* gRPC's first: whoever waits for --port-file finds both */
-    if (cfg.grpc_port_file[0] && g && write_port_file(cfg.grpc_port_file, grpc_port) < 0)
+    if (cfg.grpc_port_file[0] && grpc_port && write_port_file(cfg.grpc_port_file, grpc_port) < 0)
         cr_log("warn", "cannot write --grpc-port-file %s", cfg.grpc_port_file);
     if (cfg.port_file[0] && cr_config_tcp(&cfg) && write_port_file(cfg.port_file, port) < 0)
         cr_log("warn", "cannot write --port-file %s", cfg.port_file);

@@ -40,6 +40,7 @@
 #include "server/grpc/grpc_loop.h"
 #include "server/grpc/grpc_server.h"
 #include "server/grpc/infer_request.h"
+#include "server/http/unix_listener.h"
 #include "server/obs/log.h"
 
 #define MAX_LOOPS 64
@@ -47,9 +48,10 @@
 struct cr_grpc {
     cr_grpc_server srv;
     char bind[64];
-    int port;        /* as asked: -1 any free one */
+    int port;        /* as asked: -1 any free one; 0 no TCP */
     uint16_t bound;
-    int listen_fd;
+    int listen_fd;   /* TCP's; -1 when none */
+    cr_unix_socket unix_sock; /* --grpc-unix-socket's; its fd -1 when none */
     cr_grpc_loop *loops[MAX_LOOPS];
     int n_loops;
 };
@@ -116,13 +118,14 @@ static int bind_socket(const cr_grpc *g, bool reuse_port, bool listening, char *
 int cr_grpc_prepare(const cr_config *cfg, cr_grpc **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (cfg->grpc_port == 0 || !bind_address(cfg)[0])
+    bool tcp = cfg->grpc_port != 0 && bind_address(cfg)[0];
+    if (!tcp && !cfg->grpc_unix_socket[0])
         return 0;
     cr_grpc *g = calloc(1, sizeof *g);
     if (!g)
         return snprintf(err, errlen, "out of memory"), -1;
-    g->listen_fd = -1;
-    g->port = cfg->grpc_port;
+    g->listen_fd = g->unix_sock.fd = -1;
+    g->port = tcp ? cfg->grpc_port : 0;
     snprintf(g->bind, sizeof g->bind, "%s", bind_address(cfg));
     g->srv.cfg = cfg;
     int fd = -1;
@@ -153,9 +156,26 @@ static int start_loops(cr_grpc *g, char *err, size_t errlen)
             return -1;
         else
             g->n_loops++;
-    for (int i = 0; i < n; i++)
-        if (cr_grpc_loop_start(g->loops[i], i == 0 ? g->listen_fd : -1, g->loops, n, err, errlen) < 0)
+    for (int i = 0; i < n; i++) { /* the first loop accepts on TCP, the second (or the first) on the Unix socket */
+        int fds[CR_GRPC_LISTEN_MAX] = {i == 0 ? g->listen_fd : -1, i == (n > 1) ? g->unix_sock.fd : -1};
+        if (cr_grpc_loop_start(g->loops[i], fds, g->loops, n, err, errlen) < 0)
             return -1;
+    }
+    return 0;
+}
+
+/* --grpc-unix-socket listening, non-blocking as the loops accept (mode and group as HTTP's). */
+static int listen_unix(cr_grpc *g, char *err, size_t errlen)
+{
+    const cr_config *cfg = g->srv.cfg;
+    if (!cfg->grpc_unix_socket[0])
+        return 0;
+    if (cr_unix_listen(&g->unix_sock, cfg->grpc_unix_socket, cfg->unix_mode, cfg->unix_socket_group, 1024, err,
+                       errlen) < 0)
+        return -1;
+    int flags = fcntl(g->unix_sock.fd, F_GETFL);
+    if (flags < 0 || fcntl(g->unix_sock.fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        return snprintf(err, errlen, "--grpc-unix-socket: %s", strerror(errno)), -1;
     return 0;
 }
 
@@ -184,9 +204,10 @@ int cr_grpc_listen(cr_grpc *g, cr_engine *e, uint16_t *port, char *err, size_t e
     s->messages = (cr_grpc_alloc){b->host_alloc, b->host_free, cr_grpc_infer_align};
     uint64_t max = (uint64_t)s->cfg->max_body_mb << 20;
     s->max_message = max < CR_GRPC_MESSAGE_MAX ? max : CR_GRPC_MESSAGE_MAX;
-    if ((g->listen_fd = bind_socket(g, s->cfg->reuse_port, true, err, errlen)) < 0 || start_loops(g, err, errlen) < 0)
+    if ((g->port != 0 && (g->listen_fd = bind_socket(g, s->cfg->reuse_port, true, err, errlen)) < 0) ||
+        listen_unix(g, err, errlen) < 0 || start_loops(g, err, errlen) < 0)
         return -1;
-    *port = g->bound = bound_port(g->listen_fd);
+    *port = g->bound = g->listen_fd >= 0 ? bound_port(g->listen_fd) : 0;
     if (s->auth.enabled)
         cr_log("info", "gRPC: every method but grpc.health.v1.Health needs the bearer token (authorization metadata)");
     return 0;
@@ -194,10 +215,15 @@ int cr_grpc_listen(cr_grpc *g, cr_engine *e, uint16_t *port, char *err, size_t e
 
 void cr_grpc_describe(const cr_grpc *g, char *out, size_t n)
 {
-    if (!g)
+    char tcp[96] = "";
+    if (!g) {
         snprintf(out, n, "off");
-    else
-        snprintf(out, n, "%s:%u%s", g->bind, (unsigned)g->bound, g->srv.tls ? " (TLS)" : "");
+        return;
+    }
+    if (g->listen_fd >= 0)
+        snprintf(tcp, sizeof tcp, "%s:%u%s", g->bind, (unsigned)g->bound, g->srv.tls ? " (TLS)" : "");
+    snprintf(out, n, "%s%s%s%s", tcp, tcp[0] && g->unix_sock.fd >= 0 ? " and " : "",
+             g->unix_sock.fd >= 0 ? "unix:" : "", g->unix_sock.fd >= 0 ? g->unix_sock.path : "");
 }
 
 static void wake_all(cr_grpc *g)
@@ -234,6 +260,10 @@ void cr_grpc_stop(cr_grpc *g)
         cr_grpc_loop_free(g->loops[i]);
     if (g->listen_fd >= 0)
         close(g->listen_fd);
+    if (g->unix_sock.fd >= 0) {
+        close(g->unix_sock.fd);
+        cr_unix_remove(&g->unix_sock);
+    }
     cr_grpc_tls_free(g->srv.tls);
     cr_auth_clear(&g->srv.auth);
     free(g);

@@ -44,7 +44,7 @@ struct cr_grpc_loop {
     _Atomic bool stop;
     int epfd;
     cr_grpc_done done;
-    int listen_fd;
+    int listen_fd[CR_GRPC_LISTEN_MAX];
     cr_grpc_loop **all;
     int n_all;
     unsigned next_loop;
@@ -57,8 +57,8 @@ struct cr_grpc_loop {
     double last_tick;
 };
 
-/* epoll's data for the two descriptors that are not connections */
-static char listen_tag, done_tag;
+/* epoll's data for the descriptors that are not connections */
+static char listen_tag[CR_GRPC_LISTEN_MAX], done_tag;
 
 cr_grpc_loop *cr_grpc_loop_new(cr_grpc_server *srv, char *err, size_t errlen)
 {
@@ -68,7 +68,8 @@ cr_grpc_loop *cr_grpc_loop_new(cr_grpc_server *srv, char *err, size_t errlen)
         return NULL;
     }
     l->srv = srv;
-    l->listen_fd = -1;
+    for (int i = 0; i < CR_GRPC_LISTEN_MAX; i++)
+        l->listen_fd[i] = -1;
     l->done.efd = -1;
     pthread_mutex_init(&l->inbox_mu, NULL);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -128,7 +129,8 @@ static void flush_dirty(cr_grpc_loop *l)
 static void adopt(cr_grpc_loop *l, int fd, const struct sockaddr *sa)
 {
     cr_grpc_server *srv = l->srv;
-    cr_grpc_transport *tp = srv->tls ? cr_grpc_tls_transport(srv->tls, fd) : cr_grpc_plain_transport(fd);
+    bool tls = srv->tls && sa->sa_family != AF_UNIX; /* TLS is TCP's, as for HTTP */
+    cr_grpc_transport *tp = tls ? cr_grpc_tls_transport(srv->tls, fd) : cr_grpc_plain_transport(fd);
     if (!tp) {
         close(fd);
         return;
@@ -188,12 +190,12 @@ static void hand_over(cr_grpc_loop *l, int fd, const struct sockaddr_storage *ss
     cr_grpc_done_wake(&to->done);
 }
 
-static void accept_all(cr_grpc_loop *l)
+static void accept_all(cr_grpc_loop *l, int listen_fd)
 {
     for (;;) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
-        int fd = accept4(l->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -206,7 +208,8 @@ static void accept_all(cr_grpc_loop *l)
             continue;
         }
         int one = 1; /* answers are written whole: Nagle's delay would only hold the last frame */
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (ss.ss_family != AF_UNIX)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         hand_over(l, fd, &ss);
     }
 }
@@ -250,8 +253,9 @@ static void read_ready(cr_grpc_loop *l)
 
 static void on_event(cr_grpc_loop *l, const struct epoll_event *ev)
 {
-    if (ev->data.ptr == &listen_tag)
-        return accept_all(l);
+    for (int i = 0; i < CR_GRPC_LISTEN_MAX; i++)
+        if (ev->data.ptr == &listen_tag[i])
+            return accept_all(l, l->listen_fd[i]);
     if (ev->data.ptr == &done_tag) {
         cr_grpc_done_run(&l->done); /* the continuations queue answers: the connections are dirty */
         return adopt_inbox(l);
@@ -280,17 +284,20 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
-int cr_grpc_loop_start(cr_grpc_loop *l, int listen_fd, cr_grpc_loop **all, int n, char *err, size_t errlen)
+int cr_grpc_loop_start(cr_grpc_loop *l, const int listen_fd[CR_GRPC_LISTEN_MAX], cr_grpc_loop **all, int n,
+                       char *err, size_t errlen)
 {
     l->all = all;
     l->n_all = n;
-    if (listen_fd >= 0) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &listen_tag};
-        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, listen_fd, &ev) < 0) {
+    for (int i = 0; i < CR_GRPC_LISTEN_MAX; i++) {
+        if (listen_fd[i] < 0)
+            continue;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &listen_tag[i]};
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, listen_fd[i], &ev) < 0) {
             snprintf(err, errlen, "gRPC: cannot watch the listening socket: %s", strerror(errno));
             return -1;
         }
-        l->listen_fd = listen_fd;
+        l->listen_fd[i] = listen_fd[i];
     }
     int rc = pthread_create(&l->thread, NULL, loop_main, l);
     if (rc != 0) {

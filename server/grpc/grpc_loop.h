@@ -13,9 +13,14 @@ typedef struct cr_grpc_loop cr_grpc_loop;
 
 /* A loop of srv, not started. NULL with err. */
 cr_grpc_loop *cr_grpc_loop_new(cr_grpc_server *srv, char *err, size_t errlen);
-/* Starts its thread. listen_fd >= 0 (non-blocking): this loop accepts on it and gives the
- * connections in turn to the n loops of all (itself among them). -1 with err. */
-int cr_grpc_loop_start(cr_grpc_loop *l, int listen_fd, cr_grpc_loop **all, int n, char *err, size_t errlen);
+/* The listening sockets one loop may watch: TCP and the Unix socket. */
+#define CR_GRPC_LISTEN_MAX 2
+
+/* Starts its thread. Each listen_fd >= 0 (non-blocking): this loop accepts on it and gives the
+ * connections in turn to the n loops of all (itself among them); those of a Unix socket are
+ * never TLS. -1 with err. */
+int cr_grpc_loop_start(cr_grpc_loop *l, const int listen_fd[CR_GRPC_LISTEN_MAX], cr_grpc_loop **all, int n,
+                       char *err, size_t errlen);
 /* srv's drain or cut-off flag changed: the loop looks at it now. */
 void cr_grpc_loop_wake(cr_grpc_loop *l);
 /* Stops the thread, closing its connections (their calls end; jobs still out come back through

@@ -787,3 +787,54 @@ def test_busy_grpc_port_is_a_startup_error(start_daemon, tmp_path):
         assert f"port {port} for gRPC" in d.log_text() and "in use" in d.log_text()
     finally:
         s.close()
+
+
+# -- the Unix socket --------------------------------------------------------------------------------------
+
+@pytest.fixture
+def sock_dir():
+    import tempfile
+    d = tempfile.mkdtemp(prefix="crunchd-g-", dir="/tmp")  # sun_path: 107 bytes at most
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_unix_socket(start_daemon, sock_dir):
+    """--grpc-unix-socket: the same service for local clients (grpc's unix: targets), the file's
+    mode as --unix-socket's, no TLS there, the caller known by its uid as on HTTP's socket: a tensor
+    made over one Unix socket is the caller's on the other, and not the TCP peer's."""
+    import io
+    http_sock, grpc_sock = os.path.join(sock_dir, "h.sock"), os.path.join(sock_dir, "g.sock")
+    d = start_daemon("--unix-socket", http_sock, "--grpc-unix-socket", grpc_sock, grpc=True)
+    assert oct(os.stat(grpc_sock).st_mode & 0o777) == "0o660"
+    assert f"unix:{grpc_sock}" in d.log_text()
+    x = rng(16).uniform(-1, 1, (4, 8)).astype(np.float32)
+    w = rng(17).uniform(-1, 1, (8, 3)).astype(np.float32)
+    buf = io.BytesIO()
+    np.save(buf, w)
+    status, _, body = d.unix_request("POST", "/v1/tensors?name=uds-w", body=buf.getvalue(),
+                                     headers={"Content-Type": "application/x-npy"})
+    assert status == 201, body
+    ib = tc.InferInput("b", [8, 3], "FP32")
+    ib._input.parameters["tensor"].string_param = "uds-w"
+    with tc.InferenceServerClient(f"unix:{grpc_sock}") as c:
+        assert c.is_server_live() and c.is_model_ready("gemm")
+        assert_close(c.infer("gemm", [tensor("a", x), tensor("b", w)]).as_numpy("c"), x.astype(np.float64) @ w, 8,
+                     "float32")
+        assert_close(c.infer("gemm", [tensor("a", x), ib]).as_numpy("c"), x.astype(np.float64) @ w, 8, "float32")
+    with client_of(d) as c:  # over TCP the caller is its address: another client
+        assert_status(grpc_error(c.infer, "gemm", [tensor("a", x), ib]), "NOT_FOUND", "uds-w")
+    d.stop()
+    assert not os.path.exists(grpc_sock)
+
+
+def test_unix_socket_only_and_flag_errors(start_daemon, sock_dir):
+    grpc_sock = os.path.join(sock_dir, "g.sock")
+    d = start_daemon("--grpc-port", "0", "--grpc-unix-socket", grpc_sock)
+    with tc.InferenceServerClient(f"unix:{grpc_sock}") as c:
+        assert c.is_server_live()
+    assert f"gRPC unix:{grpc_sock}," in d.log_text()
+    import conftest
+    same = subprocess.run([conftest.BIN, "--unix-socket", grpc_sock,
+                           "--grpc-unix-socket", grpc_sock], capture_output=True, text=True, timeout=30)
+    assert same.returncode == 2 and "paths of their own" in same.stderr, same.stderr
