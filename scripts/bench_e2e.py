@@ -197,7 +197,8 @@ def copy_rates(build):
             np.copyto(dst, src)
         gbps = 4 * src.nbytes / (time.perf_counter() - t0) / 1e9
         return gbps, gbps
-    out = subprocess.run([str(build / "bench" / "copy"), "256"], check=True, capture_output=True,
+    exe = next((p for p in (build / "bench" / "copy", build / "bin" / "copy") if p.exists()), build / "bench" / "copy")
+    out = subprocess.run([str(exe), "256"], check=True, capture_output=True,  # a build, or a device bundle
                          text=True).stdout
     vals = dict(kv.split("=") for kv in out.split())
     return float(vals["h2d_gbps"]), float(vals["d2h_gbps"])

@@ -4,6 +4,7 @@
 # CSV lands in OUT_DIR as it is written, so a call cut short still brings back what ran.
 #   here:   scripts/device-pack.sh && scripts/device/pack-extra.sh   (.devpack/: binaries, libs,
 #           perf_analyzer, the Python packages the device lacks)
+#   (a short call: bundle only what it runs, e.g. crunchd, gpu_random, gpu_stack, copy and wrk)
 #   device: tar -xJf .devpack/device.tar.xz && tar -xJf .devpack/extra.tar.xz &&
 #           scripts/device/final.sh $OUT
 # FINAL_QUICK=1 fits about 200 s: the kernels' tests run beside the wave's HTTP files, the client
@@ -47,6 +48,8 @@ BENCH_LOAD_CONNS=64 BENCH_LOAD_ALTS=torch BENCH_LOAD_ALT_WORKERS=8 \
   step $((quick ? 55 : 90)) bench-load python3 scripts/bench_load.py .device "$out/results/load-kserve.csv"
 BENCH_LOAD_CONNS=1 BENCH_LOAD_ALT_WORKERS=$((quick ? 0 : 8)) BENCH_LOAD_ROWS=gemm64_npy,gemm64_kserve,gemm256_json,gemm256_kjson \
   step $((quick ? 25 : 40)) bench-load-c1 python3 scripts/bench_load.py .device "$out/results/load-kserve-c1.csv"
+CRUNCHD_E2E_ONLY=stack,tensor CRUNCHD_E2E_LOAD_S=$((quick ? 2 : 5)) \
+  step $((quick ? 40 : 90)) bench-e2e-objects python3 scripts/bench_e2e.py .device "$out/results/e2e-objects.csv"
 CRUNCHD_STREAM_GIB=${CRUNCHD_STREAM_GIB:-$((quick ? 1 : 4))} \
   step $((quick ? 30 : 100)) bench-streams python3 scripts/bench_streams.py .device "$out/results/streams.csv"
 step $((quick ? 35 : 120)) bench-grpc python3 scripts/bench_grpc.py --bin "$CRUNCHD_BIN" --backend cuda \
