@@ -11,8 +11,10 @@
 # suite, the fault test and the rest of the suite are left out, the benchmarks' windows are short.
 set -uo pipefail
 quick=${FINAL_QUICK:-0}
-out=$1
-mkdir -p "$out/results"
+# The device tool brings back at most 8 files from OUT: the logs and CSVs are written to a work
+# folder and packed into OUT/final.tgz after every step (with OUT/steps.txt beside it).
+dest=$1 out=${FINAL_WORK:-/tmp/final-work}
+mkdir -p "$dest" "$out/results"
 source .device/env.sh
 export PYTHONPATH=$PWD/.pylib${PYTHONPATH:+:$PYTHONPATH}
 export CRUNCHD_BIN=$PWD/.device/bin/crunchd CRUNCHD_BACKEND=cuda PERF_ANALYZER=$PWD/.tools/perf_analyzer/perf_analyzer
@@ -24,6 +26,8 @@ step() { # seconds name cmd...: one bounded step, its output in OUT/name.log, it
   local t0=$SECONDS
   timeout -k 5 "$secs" "$@" >"$out/$name.log" 2>&1
   echo "$name rc=$? ${SECONDS}s-${t0}s=$((SECONDS - t0))s" >>"$out/steps.txt"
+  tar -czf "$dest/final.tgz.$name" -C "$out" . && mv "$dest/final.tgz.$name" "$dest/final.tgz" # steps run two at a time
+  cp "$out/steps.txt" "$dest/"
 }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv >"$out/device.txt" 2>&1
 # 1. the kernels' own tests: every kernel at odd sizes, stacks, the generator
