@@ -108,7 +108,7 @@ int cr_jrandom_measure(const cr_jfast *fast, const cJSON *node, const char *name
                        cr_jrandom *out, cr_error *err)
 {
     char field[64], member[96];
-    snprintf(field, sizeof field, "%s.random", name);
+    snprintf(field, sizeof field, "%s%srandom", name, name[0] ? "." : ""); /* "": a body's own member */
     memset(out, 0, sizeof *out);
     out->device = -1;
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(node, "random");
@@ -166,7 +166,6 @@ static void *fill_on_device(cr_request *r, int slot, const cr_jrandom *op, cr_dt
     int device = device_for(r, op);
     device_block *d = malloc(sizeof *d);
     void *p = d ? backend->tensor_alloc(device, bytes) : NULL;
-    char why[256] = "";
     if (!d || !p) {
         free(d);
         return d ? (cr_fail(err, 507, "device_memory", field, "no room for %s's %zu bytes on device %d", field, bytes,
@@ -175,30 +174,49 @@ static void *fill_on_device(cr_request *r, int slot, const cr_jrandom *op, cr_dt
     }
     *d = (device_block){backend, device, p};
     cr_request_adopt_buf(r, slot, p, bytes, device_block_free, d); /* the slot frees it from here */
-    cr_status st = backend->fill_random(device, p, count, dt, op->normal, op->seed, why, sizeof why);
-    if (st != CR_OK) {
-        cr_fail(err, st == CR_E_FATAL ? 503 : 500, st == CR_E_FATAL ? "device_fault" : "internal", field,
-                "making %s on device %d: %s", field, device, why);
+    if (cr_jrandom_make(op, dt, device, p, field, err) < 0)
         return NULL;
-    }
     return cr_request_mark_device(r, slot, device, err) ? NULL : p;
+}
+
+/* uint8 data is uniform only. */
+static int check_dist(const cr_jrandom *op, cr_dtype dt, const char *field, cr_error *err)
+{
+    char dist[80];
+    snprintf(dist, sizeof dist, "%s.dist", field);
+    if (cr_random_supports(dt, op->normal))
+        return 0;
+    return cr_fail(err, 400, "invalid_field", dist, "%s: %s data is made uniform only (every value equally likely)",
+                   dist, cr_dtype_name(dt));
+}
+
+int cr_jrandom_make(const cr_jrandom *op, cr_dtype dt, int device, void *p, const char *field, cr_error *err)
+{
+    char why[256] = "";
+    if (check_dist(op, dt, field, err))
+        return -1;
+    uint64_t count = cr_shape_count(&op->shape);
+    if (device < 0) {
+        cr_random_fill_host(p, count, dt, op->normal, op->seed);
+        return 0;
+    }
+    if (!backend || !backend->fill_random)
+        return cr_fail(err, 500, "internal", field, "the backend cannot make %s on device %d", field, device);
+    cr_status st = backend->fill_random(device, p, count, dt, op->normal, op->seed, why, sizeof why);
+    if (st == CR_OK)
+        return 0;
+    return cr_fail(err, st == CR_E_FATAL ? 503 : 500, st == CR_E_FATAL ? "device_fault" : "internal", field,
+                   "making %s on device %d: %s", field, device, why);
 }
 
 void *cr_jrandom_fill(cr_request *r, int slot, const cr_jrandom *op, cr_dtype dt, const char *name, cr_error *err)
 {
-    char field[64], dist[80];
+    char field[64];
     snprintf(field, sizeof field, "%s.random", name);
-    snprintf(dist, sizeof dist, "%s.dist", field);
-    if (!cr_random_supports(dt, op->normal)) {
-        cr_fail(err, 400, "invalid_field", dist, "%s: %s data is made uniform only (every value equally likely)",
-                dist, cr_dtype_name(dt));
-        return NULL;
-    }
+    if (check_dist(op, dt, field, err))
+        return NULL; /* before any memory is spent */
     if (on_devices(op))
         return fill_on_device(r, slot, op, dt, field, err);
-    uint64_t count = cr_shape_count(&op->shape);
-    void *p = cr_request_alloc_buf(r, slot, (size_t)count * cr_dtype_size(dt), false, err);
-    if (p)
-        cr_random_fill_host(p, count, dt, op->normal, op->seed);
-    return p;
+    void *p = cr_request_alloc_buf(r, slot, (size_t)cr_shape_count(&op->shape) * cr_dtype_size(dt), false, err);
+    return p && cr_jrandom_make(op, dt, -1, p, field, err) == 0 ? p : NULL;
 }

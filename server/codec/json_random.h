@@ -3,8 +3,8 @@
  * in place of a matrix (a, b, c) or of histogram data, in the request's dtype (dist: uniform by
  * default, on [-1, 1) for floats and every byte for uint8; seed: 0 by default). The numbers are
  * kernels/random.h's, the same bits on every backend: made in device memory where the backend can
- * (cuda: a kernel on the device the job will run on), else on the host. Private to the JSON
- * decoder (json_decode.c), like json_shm.h. */
+ * (cuda: a kernel on the device the job will run on), else on the host. The JSON decoder's
+ * (json_decode.c), like json_shm.h, and POST /v1/tensors' (tensor_routes.c). */
 #ifndef CRUNCHD_JSON_RANDOM_H
 #define CRUNCHD_JSON_RANDOM_H
 
@@ -36,6 +36,11 @@ bool cr_jrandom_is_operand(const cJSON *node);
  * naming name.random or name.random.member. Spends no memory. */
 int cr_jrandom_measure(const cr_jfast *fast, const cJSON *node, const char *name, const cr_limits *lim,
                        cr_jrandom *out, cr_error *err);
+
+/* Makes op's count elements as dt at p: device memory of device (>= 0; the backend's generator)
+ * or host memory (-1). For a resident tensor made from a body's "random" (field names it). -1
+ * with err. */
+int cr_jrandom_make(const cr_jrandom *op, cr_dtype dt, int device, void *p, const char *field, cr_error *err);
 
 /* Makes the operand in slot of r as dt (uint8: uniform only) and returns its first byte (device
  * memory: the slot is marked so, and the job runs there); NULL with err. */

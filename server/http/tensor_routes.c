@@ -20,6 +20,7 @@
 #include "server/codec/json_array.h"
 #include "server/codec/json_buf.h"
 #include "server/codec/json_encode.h"
+#include "server/codec/json_random.h"
 #include "server/codec/json_shm.h"
 #include "server/codec/npy.h"
 #include "server/engine/owned.h"
@@ -120,18 +121,30 @@ static int json_name(const cJSON *root, const char **name, cr_error *err)
     return cr_tensor_check_name(*name, "name", err);
 }
 
-static int check_members(const cJSON *root, bool shm, cr_error *err)
+/* The three bodies: numbers, a registered region's bytes, generated numbers. */
+typedef enum { BODY_NUMBERS, BODY_SHM, BODY_RANDOM } body_form;
+
+static body_form form_of(const cJSON *root)
+{
+    return cJSON_GetObjectItemCaseSensitive(root, "shm") ? BODY_SHM
+           : cJSON_GetObjectItemCaseSensitive(root, "random") ? BODY_RANDOM : BODY_NUMBERS;
+}
+
+static int check_members(const cJSON *root, body_form form, cr_error *err)
 {
     static const char *const numbers[] = {"shape", "data", "dtype", "name", NULL};
     static const char *const region[] = {"shm", "shape", "dtype", "name", NULL};
-    const char *const *allowed = shm ? region : numbers;
+    static const char *const generated[] = {"random", "dtype", "name", NULL};
+    static const char *const *const allowed_of[] = {numbers, region, generated};
+    static const char *const names[] = {"shape, data, dtype, name", "shm, shape, dtype, name", "random, dtype, name"};
+    const char *const *allowed = allowed_of[form];
     for (const cJSON *f = root->child; f; f = f->next) {
         int i = 0;
         while (allowed[i] && strcmp(allowed[i], f->string))
             i++;
         if (!allowed[i])
             return cr_fail(err, 400, "invalid_field", f->string, "unknown field \"%.64s\" (%s)", f->string,
-                           shm ? "shm, shape, dtype, name" : "shape, data, dtype, name");
+                           names[form]);
     }
     return 0;
 }
@@ -191,6 +204,28 @@ static cr_tensor *from_region(const cJSON *root, const char *owner, const char *
     return t;
 }
 
+/* {"random": {"shape", "dist", "seed"}}: made where the tensor lives (on the device on cuda), as
+ * a generated operand is, so the same seed gives the same tensor as the same operand. */
+static cr_tensor *from_random(const cJSON *root, const cr_jfast *fast, const char *owner, const char *name,
+                              const cr_limits *lim, cr_dtype dt, cr_error *err)
+{
+    cJSON *op = cJSON_CreateObject();
+    cr_jrandom spec;
+    cr_tensor *t = NULL;
+    if (!op || !cJSON_AddItemReferenceToObject(op, "random", cJSON_GetObjectItemCaseSensitive(root, "random"))) {
+        cJSON_Delete(op);
+        return cr_fail(err, 503, "host_memory", "", "out of memory"), NULL;
+    }
+    if (cr_jrandom_measure(fast, op, "", lim, &spec, err) == 0 &&
+        (t = cr_tensor_new(owner, name, &spec.shape, dt, -1, err)) &&
+        cr_jrandom_make(&spec, dt, cr_tensor_device(t), cr_tensor_data(t), "random", err) < 0) {
+        cr_tensor_discard(t);
+        t = NULL;
+    }
+    cJSON_Delete(op);
+    return t;
+}
+
 static enum MHD_Result create_from_json(cr_conn *c, const char *owner)
 {
     cr_error err;
@@ -205,9 +240,11 @@ static enum MHD_Result create_from_json(cr_conn *c, const char *owner)
     if (root && !cJSON_IsObject(root))
         cr_fail(&err, 400, "invalid_json", "", "the body must be a JSON object");
     else if (root) {
-        bool shm = cJSON_GetObjectItemCaseSensitive(root, "shm") != NULL;
-        if (!check_members(root, shm, &err) && !json_name(root, &name, &err) && !json_dtype(root, &dt, &err))
-            t = shm ? from_region(root, owner, name, &lim, dt, &err) : from_numbers(root, &fast, owner, name, &lim, dt, &err);
+        body_form form = form_of(root);
+        if (!check_members(root, form, &err) && !json_name(root, &name, &err) && !json_dtype(root, &dt, &err))
+            t = form == BODY_SHM      ? from_region(root, owner, name, &lim, dt, &err)
+                : form == BODY_RANDOM ? from_random(root, &fast, owner, name, &lim, dt, &err)
+                                      : from_numbers(root, &fast, owner, name, &lim, dt, &err);
     }
     cJSON_Delete(root);
     cr_jfast_free(&fast);

@@ -120,6 +120,29 @@ def test_names_ids_and_refusals(tdaemon):
     assert_error(d.delete(f"/v1/tensors/{uuid.uuid4()}"), 404, "not_found")
 
 
+def test_generated_tensors(start_daemon):
+    """{"random": {...}} makes a tensor where it lives (device memory on cuda) with the generator
+    of generated operands: the same seed, the same numbers as the operand and as the reference."""
+    from random_ref import random_operand
+    d = start_daemon("--max-elements", "100000")
+    info = create(d, {"random": {"shape": [40, 30], "dist": "normal", "seed": 7}, "name": "gen-w"}).json()
+    assert info["shape"] == [40, 30] and info["dtype"] == "float32" and info["device"] == (0 if BACKEND == "cuda" else "host")
+    want = random_operand((40, 30), "float32", "normal", 7)
+    assert np.array_equal(download(d, "gen-w"), want)
+    create(d, {"random": {"shape": [1000], "seed": 3}, "dtype": "uint8", "name": "gen-u8"})
+    assert np.array_equal(download(d, "gen-u8"), random_operand((1000,), "uint8", "uniform", 3))
+    # the tensor and the operand of the same spec are one matrix: their product with I is equal
+    r = d.post("/v1/gemm", {"a": {"tensor": "gen-w"}, "b": np.eye(30).tolist()})
+    r2 = d.post("/v1/gemm", {"a": {"random": {"shape": [40, 30], "dist": "normal", "seed": 7}}, "b": np.eye(30).tolist()})
+    assert r.status_code == r2.status_code == 200 and r.json()["result"]["data"] == r2.json()["result"]["data"]
+    assert_error(d.post("/v1/tensors", {"random": {"shape": [4, -1]}}), 400, "invalid_field", field="random.shape")
+    assert_error(d.post("/v1/tensors", {"random": {"shape": [4]}, "data": [1]}), 400, "invalid_field", field="data")
+    assert_error(d.post("/v1/tensors", {"random": {"shape": [4], "dist": "normal"}, "dtype": "uint8"}), 400,
+                 "invalid_field", field="random.dist")
+    assert_error(d.post("/v1/tensors", {"random": {"shape": [1000, 1000]}}), 413, "too_large", field="random.shape")
+    assert {t["name"] for t in d.get("/v1/tensors").json()["tensors"]} == {"gen-w", "gen-u8"}
+
+
 def test_operands_by_reference_in_every_form(tdaemon):
     d = tdaemon
     w = rnd(3, 64, 48)
