@@ -444,6 +444,8 @@ static void cancel_jobs(cr_grpc_call *c)
 
 void cr_grpc_call_tick(cr_grpc_call *c, double now)
 {
+    if (cr_grpc_call_open(c) && c->method && c->method->on_tick)
+        c->method->on_tick(c, now);
     if (!cr_grpc_call_open(c) || c->deadline <= 0 || now < c->deadline)
         return;
     cr_error e;

@@ -36,6 +36,8 @@ typedef struct {
     void (*on_message)(cr_grpc_call *c, cr_grpc_msg *m);
     /* Streaming methods only (NULL: unary): the client half-closed its side. */
     void (*on_end)(cr_grpc_call *c);
+    /* Optional: a few times a second while the call is open (a watch sends what changed). */
+    void (*on_tick)(cr_grpc_call *c, double now);
 } cr_grpc_method;
 
 /* An answer message: its bytes as spans (the 5-byte prefix first), freed through its hold once
@@ -126,7 +128,8 @@ void cr_grpc_call_remote_end(cr_grpc_call *c);
 /* The stream is closed (our end sent, or reset): logs the call, cancels its jobs; the call is
  * freed now or once its last job is back. */
 void cr_grpc_call_stream_closed(cr_grpc_call *c);
-/* The deadline (grpc-timeout) and the drain's cut-off, looked at a few times a second. */
+/* The deadline (grpc-timeout), the method's own tick and the drain's cut-off, looked at a few
+ * times a second. */
 void cr_grpc_call_tick(cr_grpc_call *c, double now);
 void cr_grpc_call_cut_off(cr_grpc_call *c);
 

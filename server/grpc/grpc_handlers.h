@@ -30,5 +30,8 @@ void cr_grpc_cuda_shm_register(cr_grpc_call *c, cr_grpc_msg *m);
 void cr_grpc_cuda_shm_unregister(cr_grpc_call *c, cr_grpc_msg *m);
 
 void cr_grpc_health_check(cr_grpc_call *c, cr_grpc_msg *m);
+void cr_grpc_health_watch(cr_grpc_call *c, cr_grpc_msg *m);
+void cr_grpc_health_watch_end(cr_grpc_call *c);
+void cr_grpc_health_watch_tick(cr_grpc_call *c, double now);
 
 #endif

@@ -513,7 +513,7 @@ def test_malformed_messages_are_invalid_argument(stub):
 
 
 def test_unknown_rpcs_are_unimplemented(stub):
-    for path in (SVC + "NoSuchMethod", "/foo.Bar/Baz", SVC + "TraceSetting", "/grpc.health.v1.Health/Watch"):
+    for path in (SVC + "NoSuchMethod", "/foo.Bar/Baz", SVC + "TraceSetting", "/grpc.health.v1.Health/List"):
         call = stub[1].unary_unary(path, request_serializer=lambda x: x, response_deserializer=lambda x: x)
         with pytest.raises(grpc.RpcError) as e:
             call(b"", timeout=HTTP_TIMEOUT_S)
@@ -663,6 +663,30 @@ def test_health_check(gd):
         with pytest.raises(grpc.RpcError) as e:
             s.Check(hc.HealthCheckRequest(service="nope"), timeout=HTTP_TIMEOUT_S)
         assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_health_watch_follows_the_drain(start_daemon):
+    """Watch: the status at once, SERVICE_UNKNOWN for another name (the stream kept), and at
+    SIGTERM NOT_SERVING, then the stream ends UNAVAILABLE: a watcher learns of the drain and does
+    not hold it (the daemon exits long before --drain-timeout-s)."""
+    hc = pytest.importorskip("grpc_health.v1.health_pb2")
+    hs = pytest.importorskip("grpc_health.v1.health_pb2_grpc")
+    d = start_daemon("--drain-timeout-s", "60", grpc=True)
+    with grpc.insecure_channel(f"127.0.0.1:{d.grpc_port}") as ch:
+        s = hs.HealthStub(ch)
+        unknown = s.Watch(hc.HealthCheckRequest(service="nope"))
+        assert next(unknown).status == hc.HealthCheckResponse.SERVICE_UNKNOWN
+        unknown.cancel()
+        watch = s.Watch(hc.HealthCheckRequest(service=""))
+        assert next(watch).status == hc.HealthCheckResponse.SERVING
+        t0 = time.monotonic()
+        d.signal(signal.SIGTERM)
+        assert next(watch).status == hc.HealthCheckResponse.NOT_SERVING
+        with pytest.raises(grpc.RpcError) as e:
+            next(watch)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "draining" in e.value.details()
+    assert d.wait_exit() == 0 and time.monotonic() - t0 < 20
+    d.check_log()
 
 
 # -- auth and TLS -------------------------------------------------------------------------------------------
