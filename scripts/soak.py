@@ -5,7 +5,8 @@ Starts crunchd (CRUNCHD_BIN, --backend CRUNCHD_BACKEND), runs a few client threa
 valid jobs (JSON, multipart .npy, x-npy, async submit/poll/fetch, async jobs never fetched) with
 hostile ones (truncated and mistyped JSON, deep nesting, wrong content types and methods, bodies
 abandoned half way, 404s) and faults (hang-ups mid-body and mid-answer, stalled readers,
-interrupted 1 GiB uploads; with the fault build CRUNCHD_FAULT_DEVICE_OOM_PERMILLE makes device
+interrupted 1 GiB uploads; resident tensors, streams, chunked bodies, stacks and gRPC calls
+from scripts/soak_objects.py; with the fault build CRUNCHD_FAULT_DEVICE_OOM_PERMILLE makes device
 allocations fail), checks valid answers against NumPy, and samples every second: resident memory (/proc/PID/status VmRSS,
 less the pinned request memory cuda reports as crunchd_pinned_host_bytes: a cache, not a leak),
 open descriptors (/proc/PID/fd) and device memory (crunchd_device_memory_used_bytes from
@@ -36,12 +37,13 @@ import time
 try:
     import numpy as np
     import requests
+    import soak_objects
 except ImportError as e:  # pragma: no cover
     print(f"soak: needs numpy and requests ({e}); make deps", file=sys.stderr)
     sys.exit(2)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-OK_STATUSES = {200, 202, 400, 404, 405, 409, 411, 413, 415, 422, 503, 504, 507}
+OK_STATUSES = {200, 201, 202, 400, 404, 405, 408, 409, 411, 413, 415, 422, 503, 504, 507}
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer")
 
 
@@ -66,9 +68,11 @@ class Daemon:
         self.log_path = self.workdir / "soak.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRUNCHD_")}
         env.update(kv.split("=", 1) for kv in extra_env)
-        cmd = [binary, "--port", "0", "--grpc-port", "0", "--port-file", str(self.port_file), "--bind", "127.0.0.1",
+        self.grpc_port_file = self.workdir / "soak.grpc-port"
+        cmd = [binary, "--port", "0", "--grpc-port", "-1", "--grpc-port-file", str(self.grpc_port_file),
+               "--port-file", str(self.port_file), "--bind", "127.0.0.1",
                "--backend", backend, "--workers", "2", "--queue-depth", "64",
-               "--result-ttl-s", "2", "--drain-timeout-s", "30"] + extra
+               "--result-ttl-s", "2", "--drain-timeout-s", "30"] + soak_objects.DAEMON_FLAGS + extra
         if self.port_file.exists():
             self.port_file.unlink()
         self.log = open(self.log_path, "wb")
@@ -80,6 +84,7 @@ class Daemon:
                 raise RuntimeError("daemon did not start:\n" + self.log_path.read_text()[-3000:])
             time.sleep(0.05)
         self.port = int(self.port_file.read_text())
+        self.grpc_port = int(self.grpc_port_file.read_text()) if self.grpc_port_file.exists() else None
         self.base = f"http://127.0.0.1:{self.port}"
         while requests.get(self.base + "/readyz", timeout=10).status_code != 200:
             if time.monotonic() > deadline:
@@ -97,12 +102,12 @@ class Daemon:
         return rc
 
 
-class Load:
+class Load(soak_objects.ObjectLoad):
     """One client thread's mix. Each action returns the status it got (0: connection dropped
     by us on purpose)."""
 
-    def __init__(self, base, port, seed):
-        self.base, self.port = base, port
+    def __init__(self, base, port, seed, grpc_port=None):
+        self.base, self.port, self.grpc_port = base, port, grpc_port
         self.r = random.Random(seed)
         self.rng = np.random.default_rng(seed)
         self.s = requests.Session()
@@ -114,7 +119,7 @@ class Load:
             (1, self.half_body), (1, self.metrics), (1, self.big_raw), (1, self.big_half),
             (3, self.gemm_checked), (1, self.async_checked), (1, self.mid_answer),
             (1, self.stalled_reader), (0.2, self.giant_half),
-        ]
+        ] + self.object_actions()  # tensors, streams, chunked bodies, stacks, gRPC
         self.wrong = []  # valid jobs answered with a wrong result: must stay empty
         self.weights = [w for w, _ in self.actions]
 
@@ -369,7 +374,7 @@ def main():
     loads = []
 
     def client(seed):
-        load = Load(d.base, d.port, seed)
+        load = Load(d.base, d.port, seed, d.grpc_port)
         loads.append(load)
         while not stop.is_set():
             try:
