@@ -54,7 +54,11 @@ def perf_analyzer(url, proto, data_file, n, conc, window_ms):
     if out.returncode != 0 or not rate:
         raise RuntimeError(f"{shlex.join(cmd)}: rc {out.returncode}:\n{text[-2000:]}")
     p99 = re.findall(r"p99 latency: (\d+) usec", text)
-    return float(rate[-1]), float(p99[-1]) / 1e3 if p99 else float("nan")
+    # the server's own time per request (its statistics extension): what the daemon spends
+    # from a request's arrival to its answer, whichever client sent it
+    server = re.findall(r"Avg request latency: (\d+) usec", text)  # the Server: section's
+    return (float(rate[-1]), float(p99[-1]) / 1e3 if p99 else float("nan"),
+            float(server[-1]) / 1e3 if server else float("nan"))
 
 
 def gemm_data(tmp, n, rng):
@@ -75,11 +79,11 @@ def with_costs(d, run):
     """run() -> (rate, p99), plus the daemon's and perf_analyzer's CPU per request (us) meanwhile:
     where the client is the bound, the daemon's cost per request is what compares."""
     n0, c0, k0 = answered(d), bench_load.cpu_s(d.proc.pid), resource.getrusage(resource.RUSAGE_CHILDREN)
-    rate, p99 = run()
+    rate, p99, server_ms = run()
     n = answered(d) - n0 - 1  # the metrics request itself
     k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     client = k1.ru_utime + k1.ru_stime - k0.ru_utime - k0.ru_stime
-    return rate, p99, (bench_load.cpu_s(d.proc.pid) - c0) / max(n, 1) * 1e6, client / max(n, 1) * 1e6
+    return rate, p99, (bench_load.cpu_s(d.proc.pid) - c0) / max(n, 1) * 1e6, client / max(n, 1) * 1e6, server_ms
 
 
 def rates(d, tmp, sizes, concs, window_ms, rows):
@@ -89,7 +93,8 @@ def rates(d, tmp, sizes, concs, window_ms, rows):
         for conc in concs:
             h = with_costs(d, lambda: perf_analyzer(f"127.0.0.1:{d.port}", "http", data, n, conc, window_ms))
             g = with_costs(d, lambda: perf_analyzer(f"127.0.0.1:{d.grpc_port}", "grpc", data, n, conc, window_ms))
-            cost = lambda r: f"{r[0]:.0f}/s p99 {r[1]:.2f} ms, cpu daemon {r[2]:.0f} + client {r[3]:.0f} us"
+            cost = lambda r: (f"{r[0]:.0f}/s p99 {r[1]:.2f} ms, in the daemon {r[4] * 1e3:.0f} us, "
+                              f"cpu daemon {r[2]:.0f} + client {r[3]:.0f} us")
             rows.append({"test": f"gemm{n} c{conc}", "http": cost(h), "grpc": cost(g),
                          "grpc/http": f"{g[0] / h[0]:.2f}x rate, {g[2] / h[2]:.2f}x daemon cpu"})
             print(rows[-1], flush=True)
