@@ -146,6 +146,8 @@ cr_status cr_cuda_batch_launch(cr_worker *w, int lane, cr_task *const *t, int n,
     CR_CHECK(e, cr_exec_device(w, &L->x, l.total ? l.total : 1, &dev, &owned));
     CR_CHECK(e, pack(L, &l, dev, t, n));
     CR_CHECK(e, cudaEventRecord(L->x.ev[EV_START], L->x.stream));
+    L->x.copies_in = l.in_end > 0;
+    L->x.copies_out = true;
     if (l.in_end)
         CR_CHECK(e, cudaMemcpyAsync(dev, L->x.pinned, l.in_end, cudaMemcpyHostToDevice, L->x.stream));
     CR_CHECK(e, cudaEventRecord(L->x.ev[EV_H2D], L->x.stream));

@@ -256,6 +256,17 @@ static int find_resident(const cr_worker *w, const task_layout *l, resident_inpu
     return any;
 }
 
+/* Whether copy_inputs copies anything from the host (resident and prefetched inputs do not). */
+static bool copies_inputs(const task_layout *l)
+{
+    if (!l->any_in_pinned)
+        return l->in_end > 0;
+    for (int i = 0; i < l->n_in; i++)
+        if (l->in_bytes[i] && !l->res.on[i])
+            return true;
+    return false;
+}
+
 /* One copy of the packed inputs when all were staged; else one per input, each from wherever
  * it is pinned; prefetched inputs only wait for their last chunk. */
 static cudaError_t copy_inputs(const cr_exec *x, const task_layout *l, char *dev, cr_cuda_err *e)
@@ -311,6 +322,8 @@ static cr_status enqueue(cr_worker *w, cr_exec *x, const cr_task *t, bool check_
     if ((st = stage_inputs(x, &l, err, errlen)) != CR_OK)
         goto cleanup;
     CR_CHECK(&e, cudaEventRecord(x->ev[EV_START], x->stream));
+    x->copies_in = copies_inputs(&l);
+    x->copies_out = l.out_bytes && !l.res.out;
     CR_CHECK(&e, copy_inputs(x, &l, dev, &e));
     CR_CHECK(&e, cudaEventRecord(x->ev[EV_H2D], x->stream));
     if (check_cancel && ((cancelled = cancelled_after(x, t, EV_H2D, &e)) || e.code))

@@ -163,7 +163,7 @@ void cr_exec_timings(const cr_worker *w, const cr_exec *x, bool measured, cr_tim
     for (int i = 1; measured && i < EV_COUNT; i++)
         if (cudaEventElapsedTime(&ms[i], x->ev[i - 1], x->ev[i]) != cudaSuccess)
             ms[i] = 0;
-    *tm = (cr_timings){ms[EV_H2D], ms[EV_KERNEL], ms[EV_D2H], "", w->device};
+    *tm = (cr_timings){x->copies_in ? ms[EV_H2D] : 0, ms[EV_KERNEL], x->copies_out ? ms[EV_D2H] : 0, "", w->device};
     snprintf(tm->device, sizeof tm->device, "%s", w->device_name);
 }
 

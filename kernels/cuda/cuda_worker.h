@@ -34,6 +34,10 @@ typedef struct {
     size_t kept_bytes;
     char *dev;               /* device memory for its tasks (cr_exec_device); grown on demand, kept */
     size_t dev_bytes;
+    /* whether the task or batch in flight copies from / to the host: a phase without a copy (a
+     * resident tensor, a generated operand, a result kept on the device) is timed 0, not as the
+     * few microseconds between its two events */
+    bool copies_in, copies_out;
 } cr_exec;
 
 /* A task queued alone on a lane (run_launch), until run_wait: what its answer still needs. */
