@@ -130,7 +130,7 @@ async def gemm(request):
         body = await request.json()
         dtype = body.get("dtype", "float32")
         a, b = matrix(body["a"], dtype), matrix(body["b"], dtype)
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:  # numpy.matmul's stacks too
         raise BadRequest(422, "shape_mismatch", f"a is {a.shape} but b is {b.shape}")
     return answer(request, COMPUTE.gemm(a, b))
 

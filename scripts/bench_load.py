@@ -9,7 +9,9 @@ and number of connections. Prints a table and the targets, writes the CSV and a 
   scripts/bench_load.py BUILD_DIR OUT_CSV
 
 Rows: gemm{16,64,256}_json and _npy (multipart .npy in, Accept: application/x-npy out),
-hist1k_json (1024 uint8 values), ata64_json. JSON numbers are uniform in [-1, 1) with four
+hist1k_json (1024 uint8 values), ata64_json, and stack64x512_npy (a stack of 512 64x64 products
+in one multipart .npy request: its jobs/s times 512 is products/s, against gemm64_npy's one
+product a request). JSON numbers are uniform in [-1, 1) with four
 decimals (a 64x64 GEMM body is ~65 KB), each in its shortest form.
 
 KServe rows, on crunchd alone (the alternatives have no /v2): gemm{64,256}_kserve are measured by
@@ -75,7 +77,7 @@ NPY = "application/x-npy"
 BOUNDARY = "crunchd-bench-load-7f3a9c"
 
 ALL_ROWS = ["gemm16_json", "gemm64_json", "gemm256_json", "gemm256_kjson", "gemm16_npy", "gemm64_npy",
-            "gemm64_kserve", "gemm256_npy", "gemm256_kserve", "hist1k_json", "ata64_json"]
+            "gemm64_kserve", "gemm256_npy", "gemm256_kserve", "hist1k_json", "ata64_json", "stack64x512_npy"]
 PERF_ANALYZER = os.environ.get("PERF_ANALYZER") or str(ROOT / ".tools" / "perf_analyzer" / "perf_analyzer")
 # the KServe rows against the /v1 rows they are compared with (issue 34: within 1.25x)
 KSERVE_VS = {"gemm64_kserve": "gemm64_npy", "gemm256_kserve": "gemm256_npy", "gemm256_kjson": "gemm256_json"}
@@ -187,7 +189,12 @@ def make_row(name, tmp):
         return np.round(rng.uniform(-1, 1, (n, n)), 4).astype(np.float32)
 
     accept = shm = None
-    if op.startswith("gemm"):
+    if op.startswith("stack"):  # stackNxCOUNT: COUNT NxN products, numpy.matmul's stack
+        n, count = (int(x) for x in op[5:].split("x"))
+        a, b = (np.round(rng.uniform(-1, 1, (count, n, n)), 4).astype(np.float32) for _ in range(2))
+        expect, path, k = np.matmul(a.astype(np.float64), b), "/v1/gemm", n
+        body, ctype, accept = multipart({"a": a, "b": b}), f"multipart/form-data; boundary={BOUNDARY}", NPY
+    elif op.startswith("gemm"):
         n = int(op[4:])
         a, b = mat(n), mat(n)
         expect = a.astype(np.float64) @ b

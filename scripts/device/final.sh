@@ -48,7 +48,7 @@ fi
 # PyTorch beside, JSON one request at a time, streams, gRPC
 export BENCH_LOAD_SECONDS=$((quick ? 2 : 3)) BENCH_LOAD_WARMUP=0.5
 BENCH_LOAD_CONNS=64 BENCH_LOAD_ALTS=torch BENCH_LOAD_ALT_WORKERS=8 \
-  BENCH_LOAD_ROWS=gemm64_npy,gemm64_kserve,gemm256_npy,gemm256_kserve \
+  BENCH_LOAD_ROWS=gemm64_npy,gemm64_kserve,gemm256_npy,gemm256_kserve,stack64x512_npy \
   step $((quick ? 55 : 90)) bench-load python3 scripts/bench_load.py .device "$out/results/load-kserve.csv"
 BENCH_LOAD_CONNS=1 BENCH_LOAD_ALT_WORKERS=$((quick ? 0 : 8)) BENCH_LOAD_ROWS=gemm64_npy,gemm64_kserve,gemm256_json,gemm256_kjson \
   step $((quick ? 25 : 40)) bench-load-c1 python3 scripts/bench_load.py .device "$out/results/load-kserve-c1.csv"
