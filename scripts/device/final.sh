@@ -4,7 +4,7 @@
 # CSV lands in OUT_DIR as it is written, so a call cut short still brings back what ran.
 #   here:   scripts/device-pack.sh && scripts/device/pack-extra.sh   (.devpack/: binaries, libs,
 #           perf_analyzer, the Python packages the device lacks)
-#   (a short call: bundle only what it runs, e.g. crunchd, gpu_random, gpu_stack, copy and wrk)
+#   (a short call: scripts/device/pack-short.sh bundles only what it runs, under the 64 MiB carry)
 #   device: tar -xJf .devpack/device.tar.xz && tar -xJf .devpack/extra.tar.xz &&
 #           scripts/device/final.sh $OUT
 # FINAL_QUICK=1 fits about 200 s: the kernels' tests run beside the wave's HTTP files, the client
