@@ -8,6 +8,7 @@
 
 #include "kernels/registry.h"
 #include "server/codec/numfmt.h"
+#include "server/obs/log.h"
 #include "server/uuid4.h"
 
 void cr_server_timing(const cr_phase_ms *ms, char *out, size_t n)
@@ -72,6 +73,19 @@ const char *cr_job_backend_name(const cr_job *j, const char *daemon_backend)
 {
     const cr_kernel *k = j->ran ? j->req.task.kernel : NULL;
     return k && k->backend == CR_BACKEND_CPU ? cr_backend_cpu.name : daemon_backend;
+}
+
+void cr_job_log_fields(const cr_job *j, cr_log_request *r, char *shape, size_t n)
+{
+    cr_job_shape(j, shape, n);
+    r->id = j->id;
+    r->op = cr_op_name(j->req.task.op);
+    r->kernel = cr_job_kernel_name(j);
+    r->shape = shape;
+    r->queue_ms = j->ms.queue;
+    r->h2d_ms = j->ms.h2d;
+    r->kernel_ms = j->ms.kernel;
+    r->d2h_ms = j->ms.d2h;
 }
 
 void cr_job_shape(const cr_job *j, char *out, size_t n)

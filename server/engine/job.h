@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "server/obs/log.h"
 #include "server/request.h"
 
 typedef enum { CR_JOB_QUEUED, CR_JOB_RUNNING, CR_JOB_DONE, CR_JOB_FAILED, CR_JOB_CANCELLED } cr_job_state;
@@ -75,6 +76,9 @@ const char *cr_job_kernel_name(const cr_job *j);
 const char *cr_job_backend_name(const cr_job *j, const char *daemon_backend);
 /* The task's size as the access log shows it: "MxNxK" (gemm), "MxN" (ata), "count/bins". */
 void cr_job_shape(const cr_job *j, char *out, size_t n);
+/* The job's part of an access log line (id, op, kernel, shape, phases) into r; shape: room for
+ * the shape text, which r points at. Both transports' log lines. */
+void cr_job_log_fields(const cr_job *j, cr_log_request *r, char *shape, size_t n);
 /* Bytes of memory the job holds (inputs, outputs), for the result cap. */
 size_t cr_job_bytes(const cr_job *j);
 

@@ -474,17 +474,8 @@ static void log_call(const cr_grpc_call *c, double seconds)
                         .status = c->log_status, .request_id = c->request_id, .ms = seconds * 1e3,
                         .bytes_in = c->bytes_in, .error_code = c->log_error[0] ? c->log_error : NULL,
                         .grpc_status = cr_grpc_code_name(c->code)};
-    if (c->job) {
-        cr_job_shape(c->job, shape, sizeof shape);
-        r.id = c->job->id;
-        r.op = cr_op_name(c->job->req.task.op);
-        r.kernel = cr_job_kernel_name(c->job);
-        r.shape = shape;
-        r.queue_ms = c->job->ms.queue;
-        r.h2d_ms = c->job->ms.h2d;
-        r.kernel_ms = c->job->ms.kernel;
-        r.d2h_ms = c->job->ms.d2h;
-    }
+    if (c->job)
+        cr_job_log_fields(c->job, &r, shape, sizeof shape);
     cr_log_req(&r);
 }
 

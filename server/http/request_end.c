@@ -20,17 +20,8 @@ static void log_request(const cr_conn *c)
                         .request_id = c->request_id,
                         .ms = (cr_now() - c->t0) * 1e3, .bytes_in = c->len,
                         .error_code = c->error_code[0] ? c->error_code : NULL};
-    if (c->job) {
-        cr_job_shape(c->job, shape, sizeof shape);
-        r.id = c->job->id;
-        r.op = cr_op_name(c->job->req.task.op);
-        r.kernel = cr_job_kernel_name(c->job);
-        r.shape = shape;
-        r.queue_ms = c->job->ms.queue;
-        r.h2d_ms = c->job->ms.h2d;
-        r.kernel_ms = c->job->ms.kernel;
-        r.d2h_ms = c->job->ms.d2h;
-    }
+    if (c->job)
+        cr_job_log_fields(c->job, &r, shape, sizeof shape);
     cr_log_req(&r);
 }
 
